@@ -1,0 +1,37 @@
+"""The catalogue of video models: a second model is one more entry, not new code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class VideoModel:
+    id: str
+    create_path: str
+    price_yen: int
+    duration_seconds: int
+    resolution: str
+    has_audio: bool
+    supports_seed: bool
+
+
+FAST_VIDEO = VideoModel(
+    id="provider/video-model-2.0-fast",
+    create_path="/gateway/videos/create",
+    price_yen=250,
+    duration_seconds=8,
+    resolution="1280x720",
+    has_audio=True,
+    supports_seed=True,
+)
+
+MODELS: dict[str, VideoModel] = {model.id: model for model in (FAST_VIDEO,)}
+DEFAULT_MODEL = FAST_VIDEO
+
+
+def get_model(model_id: str) -> VideoModel:
+    try:
+        return MODELS[model_id]
+    except KeyError:
+        raise KeyError(f"unknown video model {model_id!r}") from None

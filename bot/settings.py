@@ -1,0 +1,197 @@
+"""Settings read from the environment (after loading `.env`; real environment variables win)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from dotenv import load_dotenv
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+#: The service asks for polls every 15 to 30 s; lower values exist only for tests and dry runs.
+RECOMMENDED_MIN_POLL_SECONDS = 15.0
+
+_LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class SettingsError(Exception):
+    """Every problem found in the settings, listed at once."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid settings:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+@dataclass(frozen=True)
+class Settings:
+    discord_token: str = field(repr=False)
+    video_api_base_url: str
+    video_api_key: str = field(repr=False)
+    database_path: Path = Path("data/bot.sqlite3")
+    video_storage_dir: Path = Path("data/videos")
+    poll_interval_seconds: float = 20.0
+    http_timeout_seconds: float = 30.0
+    discord_guild_id: int | None = None
+    log_level: str = "INFO"
+    keep_delivered_videos: bool = False
+    max_concurrent_polls: int = 8
+    max_requests_per_second: float = 20.0
+    heartbeat_path: Path | None = None
+    video_cooldown_seconds: float = 60.0
+    max_active_jobs_per_user: int = 2
+    guild_daily_budget_yen: int | None = None
+    budget_timezone: str = "Asia/Tokyo"
+    allowed_channel_ids: frozenset[int] = frozenset()
+    required_role_id: int | None = None
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.budget_timezone)
+
+
+class _Reader:
+    """Collects problems instead of stopping at the first one."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.problems: list[str] = []
+
+    def raw(self, name: str) -> str | None:
+        value = self.env.get(name)
+        if value is None or value.strip() == "":
+            return None
+        return value.strip()
+
+    def required(self, name: str) -> str:
+        value = self.raw(name)
+        if value is None:
+            self.problems.append(f"{name} is required but not set")
+            return ""
+        return value
+
+    def parsed(self, name: str, default: _T, parse: Callable[[str], _T], expected: str) -> _T:
+        value = self.raw(name)
+        if value is None:
+            return default
+        try:
+            return parse(value)
+        except ValueError:
+            # Never echo the value: a misplaced secret must not reach the terminal.
+            self.problems.append(f"{name} must be {expected}")
+            return default
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(text)
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError(text)
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError(text)
+
+
+def _log_level(text: str) -> str:
+    upper = text.upper()
+    if upper not in _LOG_LEVELS:
+        raise ValueError(text)
+    return upper
+
+
+def _id_set(text: str) -> frozenset[int]:
+    return frozenset(_positive_int(part.strip()) for part in text.split(",") if part.strip())
+
+
+def _zone(text: str) -> str:
+    try:
+        ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(text) from exc
+    return text
+
+
+def read_settings(env: Mapping[str, str]) -> Settings:
+    """Build settings from a mapping; raises SettingsError listing every problem."""
+    r = _Reader(env)
+    token = r.required("DISCORD_TOKEN")
+    base_url = r.required("VIDEO_API_BASE_URL")
+    if base_url:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            r.problems.append("VIDEO_API_BASE_URL must be an http(s) address such as https://api.example.com")
+        elif parts.username or parts.password or parts.query:
+            r.problems.append("VIDEO_API_BASE_URL must not carry credentials or a query: the key goes in VIDEO_API_KEY")
+    api_key = r.required("VIDEO_API_KEY")
+    settings = Settings(
+        discord_token=token,
+        video_api_base_url=base_url.rstrip("/"),
+        video_api_key=api_key,
+        database_path=Path(r.raw("DATABASE_PATH") or "data/bot.sqlite3"),
+        video_storage_dir=Path(r.raw("VIDEO_STORAGE_DIR") or "data/videos"),
+        poll_interval_seconds=r.parsed("POLL_INTERVAL_SECONDS", 20.0, _positive_float, "a number of seconds above 0"),
+        http_timeout_seconds=r.parsed("HTTP_TIMEOUT_SECONDS", 30.0, _positive_float, "a number of seconds above 0"),
+        discord_guild_id=r.parsed("DISCORD_GUILD_ID", None, _positive_int, "a server (guild) id: digits only"),
+        log_level=r.parsed("LOG_LEVEL", "INFO", _log_level, "one of " + ", ".join(_LOG_LEVELS)),
+        keep_delivered_videos=r.parsed("KEEP_DELIVERED_VIDEOS", False, _bool, "true or false"),
+        max_concurrent_polls=r.parsed("MAX_CONCURRENT_POLLS", 8, _positive_int, "a whole number above 0"),
+        max_requests_per_second=r.parsed(
+            "MAX_REQUESTS_PER_SECOND", 20.0, _positive_float, "a number of requests per second above 0"
+        ),
+        heartbeat_path=Path(hb) if (hb := r.raw("HEARTBEAT_PATH")) else None,
+        video_cooldown_seconds=r.parsed(
+            "VIDEO_COOLDOWN_SECONDS", 60.0, _non_negative_float, "a number of seconds, 0 or more"
+        ),
+        max_active_jobs_per_user=r.parsed("MAX_ACTIVE_JOBS_PER_USER", 2, _positive_int, "a whole number above 0"),
+        guild_daily_budget_yen=r.parsed("GUILD_DAILY_BUDGET_YEN", None, _positive_int, "a whole number of yen"),
+        budget_timezone=r.parsed("BUDGET_TIMEZONE", "Asia/Tokyo", _zone, "an IANA time zone such as Asia/Tokyo"),
+        allowed_channel_ids=r.parsed(
+            "ALLOWED_CHANNEL_IDS", frozenset(), _id_set, "a comma-separated list of channel ids"
+        ),
+        required_role_id=r.parsed("REQUIRED_ROLE_ID", None, _positive_int, "a role id: digits only"),
+    )
+    if r.problems:
+        raise SettingsError(r.problems)
+    return settings
+
+
+def load_settings(dotenv_path: Path | None = None) -> Settings:
+    """Load `.env` from the working directory (real environment wins), then read and validate."""
+    load_dotenv(dotenv_path or Path.cwd() / ".env", override=False)
+    settings = read_settings(os.environ)
+    if settings.poll_interval_seconds < RECOMMENDED_MIN_POLL_SECONDS:
+        log.warning(
+            "POLL_INTERVAL_SECONDS=%s is below the service's 15 s guidance; use it only for tests and dry runs",
+            settings.poll_interval_seconds,
+        )
+    return settings

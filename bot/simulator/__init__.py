@@ -1,0 +1,27 @@
+"""Local simulator of the text-to-video service, for tests and spend-free dry runs."""
+
+from bot.simulator.app import (
+    CREATE_PATH,
+    DEFAULT_VIDEO_PATH,
+    KEY_INFO_PATH,
+    MODEL_ID,
+    Endpoint,
+    JobStatus,
+    SimJob,
+    SimulatorConfig,
+    VideoServiceSimulator,
+    mask_key,
+)
+
+__all__ = [
+    "CREATE_PATH",
+    "DEFAULT_VIDEO_PATH",
+    "KEY_INFO_PATH",
+    "MODEL_ID",
+    "Endpoint",
+    "JobStatus",
+    "SimJob",
+    "SimulatorConfig",
+    "VideoServiceSimulator",
+    "mask_key",
+]

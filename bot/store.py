@@ -1,0 +1,453 @@
+"""The job store: one SQLite row per /video request, the ledger of what was charged.
+
+Write-ahead rule: a row exists in `submitting` before a create request leaves the bot, and the
+202 moves it to `pending` together with the service's job id and the charge, in one statement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from bot.errors import BotError
+
+
+class JobState(StrEnum):
+    SUBMITTING = "submitting"
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    DOWNLOADED = "downloaded"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    STALLED = "stalled"
+    REJECTED = "rejected"
+    UNKNOWN = "unknown"
+    UNDELIVERABLE = "undeliverable"
+
+
+S = JobState
+
+#: Every legal move, in one place. Anything else raises IllegalTransition.
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    S.SUBMITTING: frozenset({S.PENDING, S.REJECTED, S.UNKNOWN}),
+    S.PENDING: frozenset({S.IN_PROGRESS, S.COMPLETED, S.FAILED, S.STALLED}),
+    S.IN_PROGRESS: frozenset({S.COMPLETED, S.FAILED, S.STALLED}),
+    S.COMPLETED: frozenset({S.DOWNLOADED}),
+    S.DOWNLOADED: frozenset({S.DELIVERED, S.UNDELIVERABLE}),
+    S.UNDELIVERABLE: frozenset({S.DELIVERED}),
+    S.DELIVERED: frozenset(),
+    S.FAILED: frozenset(),
+    S.STALLED: frozenset(),
+    S.REJECTED: frozenset(),
+    S.UNKNOWN: frozenset(),
+}
+
+POLLED_STATES = (S.PENDING, S.IN_PROGRESS)
+#: States that hold a slot of the per-user limit: the request is not finished yet.
+IN_FLIGHT_STATES = (S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
+#: States that still need the worker after a restart.
+UNFINISHED_STATES = (S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
+
+
+class IllegalTransition(BotError):
+    def __init__(self, job_id: int, current: str | None, target: JobState) -> None:
+        self.job_id = job_id
+        self.current = current
+        self.target = target
+        super().__init__(f"job #{job_id}: cannot move from {current or 'nowhere'} to {target}")
+
+
+class JobNotFound(BotError):
+    pass
+
+
+class AdmissionRefused(BotError):
+    """A guardrail said no before anything was spent. `retry_at` is a unix time, or None."""
+
+    def __init__(self, code: str, retry_at: float | None, **params: object) -> None:
+        self.code = code
+        self.retry_at = retry_at
+        self.params = params
+        super().__init__(f"refused: {code}")
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    state: JobState
+    model: str
+    prompt: str
+    seed: int | None
+    user_id: int
+    guild_id: int | None
+    channel_id: int
+    locale: str
+    service_job_id: str | None
+    charged_yen: int
+    created_at: float
+    updated_at: float
+    accepted_at: float | None
+    finished_at: float | None
+    next_poll_at: float | None
+    slow_notice_sent: bool
+    file_path: str | None
+    upload_limit_bytes: int | None
+    interaction_token: str | None
+    interaction_expires_at: float | None
+    reply_message_id: int | None
+    delivered_channel_id: int | None
+    delivered_message_id: int | None
+    last_error: str | None
+
+    def __repr__(self) -> str:
+        # The interaction token is a credential for 15 minutes: keep it out of logs.
+        return f"<Job #{self.id} {self.state} service_id={self.service_job_id!r}>"
+
+    @property
+    def reference(self) -> str:
+        return f"#{self.id}"
+
+    def token_alive(self, now: float) -> bool:
+        return bool(self.interaction_token) and (self.interaction_expires_at or 0) > now
+
+
+_JOB_COLUMNS = tuple(f.name for f in fields(Job))
+
+
+def _job(row: aiosqlite.Row) -> Job:
+    values = dict(zip(row.keys(), tuple(row), strict=True))
+    values["state"] = JobState(values["state"])
+    values["slow_notice_sent"] = bool(values["slow_notice_sent"])
+    return Job(**values)
+
+
+@dataclass(frozen=True)
+class NewJob:
+    model: str
+    prompt: str
+    seed: int | None
+    user_id: int
+    guild_id: int | None
+    channel_id: int
+    locale: str = "en-US"
+    upload_limit_bytes: int | None = None
+    interaction_token: str | None = None
+    interaction_expires_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Guardrails checked in the same transaction that writes the row, so two requests cannot both pass."""
+
+    cooldown_seconds: float = 0.0
+    max_active_jobs: int | None = None
+    guild_daily_cap_yen: int | None = None
+    day_start: float = 0.0  # unix time of the start of today in the budget's time zone
+    day_end: float = 0.0
+    price_yen: int = 0
+
+
+_MIGRATIONS: Sequence[str] = (
+    # 1: the jobs table and a small key-value table for bot metadata.
+    """
+    CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        state TEXT NOT NULL,
+        model TEXT NOT NULL,
+        prompt TEXT NOT NULL,
+        seed INTEGER,
+        user_id INTEGER NOT NULL,
+        guild_id INTEGER,
+        channel_id INTEGER NOT NULL,
+        locale TEXT NOT NULL DEFAULT 'en-US',
+        service_job_id TEXT UNIQUE,
+        charged_yen INTEGER NOT NULL DEFAULT 0 CHECK (charged_yen >= 0),
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        accepted_at REAL,
+        finished_at REAL,
+        next_poll_at REAL,
+        slow_notice_sent INTEGER NOT NULL DEFAULT 0,
+        file_path TEXT,
+        upload_limit_bytes INTEGER,
+        interaction_token TEXT,
+        interaction_expires_at REAL,
+        reply_message_id INTEGER,
+        delivered_channel_id INTEGER,
+        delivered_message_id INTEGER,
+        last_error TEXT
+    );
+    CREATE INDEX jobs_by_poll ON jobs (state, next_poll_at);
+    CREATE INDEX jobs_by_user ON jobs (user_id, guild_id, id);
+    CREATE INDEX jobs_by_guild_accepted ON jobs (guild_id, accepted_at);
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
+)
+
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+class JobStore:
+    """All SQL of the bot. One connection, one writer at a time."""
+
+    def __init__(self, db: aiosqlite.Connection, *, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._clock = clock
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: Path | str, *, clock: Callable[[], float] = time.time) -> JobStore:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(path, isolation_level=None)  # explicit transactions only
+        db.row_factory = aiosqlite.Row
+        store = cls(db, clock=clock)
+        try:
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=FULL")  # a recorded charge must survive a power cut
+            await db.execute("PRAGMA busy_timeout=5000")
+            await store._migrate()
+        except BaseException:
+            await db.close()
+            raise
+        return store
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def schema_version(self) -> int:
+        async with self._db.execute("PRAGMA user_version") as cursor:
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    async def _migrate(self) -> None:
+        current = await self.schema_version()
+        for version, script in enumerate(_MIGRATIONS[current:], start=current + 1):
+            statements = [s.strip() for s in script.split(";") if s.strip()]
+            async with self._write():
+                for statement in statements:
+                    await self._db.execute(statement)
+                await self._db.execute(f"PRAGMA user_version = {version}")
+
+    # -- transactions -------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[None]:
+        """BEGIN IMMEDIATE … COMMIT under the store's lock, so coroutines never interleave a write."""
+        async with self._write_lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                await self._db.execute("ROLLBACK")
+                raise
+            await self._db.execute("COMMIT")
+
+    # -- writes -------------------------------------------------------------------------------
+
+    async def add_submission(self, new: NewJob, admission: Admission | None = None) -> Job:
+        """Write the row in `submitting`, after the guardrails pass in the same transaction."""
+        now = self._clock()
+        async with self._write():
+            if admission is not None:
+                await self._check_admission(new, admission, now)
+            cursor = await self._db.execute(
+                """INSERT INTO jobs (state, model, prompt, seed, user_id, guild_id, channel_id, locale,
+                       upload_limit_bytes, interaction_token, interaction_expires_at, created_at, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    S.SUBMITTING, new.model, new.prompt, new.seed, new.user_id, new.guild_id, new.channel_id,
+                    new.locale, new.upload_limit_bytes, new.interaction_token, new.interaction_expires_at, now, now,
+                ),
+            )
+            job_id = cursor.lastrowid
+            assert job_id is not None
+        return await self.get(job_id)
+
+    async def _check_admission(self, new: NewJob, admission: Admission, now: float) -> None:
+        if admission.cooldown_seconds > 0:
+            row = await self._one(
+                "SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND state != ?",
+                (new.user_id, S.REJECTED),
+            )
+            last = row[0] if row else None
+            if last is not None and now - last < admission.cooldown_seconds:
+                raise AdmissionRefused("cooldown", last + admission.cooldown_seconds)
+        if admission.max_active_jobs is not None:
+            row = await self._one(
+                f"SELECT COUNT(*) FROM jobs WHERE user_id = ? AND state IN ({_marks(IN_FLIGHT_STATES)})",
+                (new.user_id, *IN_FLIGHT_STATES),
+            )
+            active = int(row[0]) if row else 0
+            if active >= admission.max_active_jobs:
+                raise AdmissionRefused("too_many_active", None, active=active, limit=admission.max_active_jobs)
+        if admission.guild_daily_cap_yen is not None and new.guild_id is not None:
+            # Requests still being submitted count at full price: they may be charged any moment.
+            row = await self._one(
+                """SELECT COALESCE(SUM(CASE WHEN state = ? THEN ? ELSE charged_yen END), 0) FROM jobs
+                   WHERE guild_id = ? AND (state = ? OR (accepted_at >= ? AND accepted_at < ?))""",
+                (S.SUBMITTING, admission.price_yen, new.guild_id, S.SUBMITTING, admission.day_start,
+                 admission.day_end),
+            )
+            spent = int(row[0]) if row else 0
+            if spent + admission.price_yen > admission.guild_daily_cap_yen:
+                raise AdmissionRefused(
+                    "guild_daily_cap", admission.day_end, spent=spent, cap=admission.guild_daily_cap_yen
+                )
+
+    async def transition(self, job_id: int, target: JobState, **changes: Any) -> Job:
+        """Move a job to `target` if the move is legal, updating other columns in the same statement."""
+        sources = [state for state, targets in TRANSITIONS.items() if target in targets]
+        now = self._clock()
+        assignments = {"state": target, "updated_at": now, **changes}
+        _check_columns(assignments)
+        sets = ", ".join(f"{column} = ?" for column in assignments)
+        async with self._write():
+            cursor = await self._db.execute(
+                f"UPDATE jobs SET {sets} WHERE id = ? AND state IN ({_marks(sources)})",
+                (*assignments.values(), job_id, *sources),
+            )
+            if cursor.rowcount != 1:
+                row = await self._one("SELECT state FROM jobs WHERE id = ?", (job_id,))
+                raise IllegalTransition(job_id, row[0] if row else None, target)
+        return await self.get(job_id)
+
+    async def mark_accepted(self, job_id: int, service_job_id: str, charged_yen: int, next_poll_at: float) -> Job:
+        return await self.transition(
+            job_id,
+            S.PENDING,
+            service_job_id=service_job_id,
+            charged_yen=charged_yen,
+            accepted_at=self._clock(),
+            next_poll_at=next_poll_at,
+        )
+
+    async def schedule_polls(self, slots: Mapping[int, float]) -> None:
+        """Set the next poll time of many jobs in one transaction."""
+        async with self._write():
+            await self._db.executemany(
+                "UPDATE jobs SET next_poll_at = ? WHERE id = ?", [(at, job_id) for job_id, at in slots.items()]
+            )
+
+    async def update(self, job_id: int, **changes: Any) -> Job:
+        """Change columns other than the state (poll times, message ids, notes)."""
+        if "state" in changes:
+            raise ValueError("use transition() to change a job's state")
+        assignments = {"updated_at": self._clock(), **changes}
+        _check_columns(assignments)
+        sets = ", ".join(f"{column} = ?" for column in assignments)
+        async with self._write():
+            cursor = await self._db.execute(f"UPDATE jobs SET {sets} WHERE id = ?", (*assignments.values(), job_id))
+            if cursor.rowcount != 1:
+                raise JobNotFound(f"no job #{job_id}")
+        return await self.get(job_id)
+
+    async def recover_interrupted_submissions(self) -> list[Job]:
+        """At start-up: a row still in `submitting` may have been sent and charged. It is never resent."""
+        async with self._db.execute("SELECT id FROM jobs WHERE state = ?", (S.SUBMITTING,)) as cursor:
+            ids = [row[0] for row in await cursor.fetchall()]
+        return [
+            await self.transition(
+                job_id, S.UNKNOWN, last_error="the bot stopped while the request was being sent"
+            )
+            for job_id in ids
+        ]
+
+    async def get_meta(self, key: str) -> str | None:
+        row = await self._one("SELECT value FROM meta WHERE key = ?", (key,))
+        return str(row[0]) if row else None
+
+    async def set_meta(self, key: str, value: str) -> None:
+        async with self._write():
+            await self._db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    # -- reads --------------------------------------------------------------------------------
+
+    async def get(self, job_id: int) -> Job:
+        jobs = await self._jobs("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        if not jobs:
+            raise JobNotFound(f"no job #{job_id}")
+        return jobs[0]
+
+    async def find(self, reference: str, *, guild_id: int | None) -> Job | None:
+        """A job by local reference (`#42` or `42`) or by the service's job id, within one server."""
+        text = reference.strip()
+        local = text.removeprefix("#")
+        if local.isdigit():
+            jobs = await self._jobs("SELECT * FROM jobs WHERE id = ? AND guild_id IS ?", (int(local), guild_id))
+            if jobs:
+                return jobs[0]
+        jobs = await self._jobs("SELECT * FROM jobs WHERE service_job_id = ? AND guild_id IS ?", (text, guild_id))
+        return jobs[0] if jobs else None
+
+    async def due_jobs(self, now: float, limit: int) -> list[Job]:
+        return await self._jobs(
+            f"SELECT * FROM jobs WHERE state IN ({_marks(POLLED_STATES)}) AND next_poll_at <= ? "
+            "ORDER BY next_poll_at LIMIT ?",
+            (*POLLED_STATES, now, limit),
+        )
+
+    async def next_poll_at(self) -> float | None:
+        row = await self._one(
+            f"SELECT MIN(next_poll_at) FROM jobs WHERE state IN ({_marks(POLLED_STATES)})", POLLED_STATES
+        )
+        return float(row[0]) if row and row[0] is not None else None
+
+    async def jobs_in_states(self, states: Iterable[JobState]) -> list[Job]:
+        wanted = tuple(states)
+        return await self._jobs(f"SELECT * FROM jobs WHERE state IN ({_marks(wanted)}) ORDER BY id", wanted)
+
+    async def recent_jobs(self, user_id: int, guild_id: int | None, limit: int = 10) -> list[Job]:
+        return await self._jobs(
+            "SELECT * FROM jobs WHERE user_id = ? AND guild_id IS ? ORDER BY id DESC LIMIT ?",
+            (user_id, guild_id, limit),
+        )
+
+    async def ledger(self, *, guild_id: int | None = None, user_id: int | None = None,
+                     since: float | None = None) -> tuple[int, int]:
+        """(accepted videos, yen charged) from the bot's own records, optionally narrowed."""
+        where = ["charged_yen > 0"]
+        params: list[Any] = []
+        if guild_id is not None:
+            where.append("guild_id = ?")
+            params.append(guild_id)
+        if user_id is not None:
+            where.append("user_id = ?")
+            params.append(user_id)
+        if since is not None:
+            where.append("accepted_at >= ?")
+            params.append(since)
+        row = await self._one(
+            f"SELECT COUNT(*), COALESCE(SUM(charged_yen), 0) FROM jobs WHERE {' AND '.join(where)}", params
+        )
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    async def _one(self, sql: str, params: Sequence[Any]) -> aiosqlite.Row | None:
+        async with self._db.execute(sql, tuple(params)) as cursor:
+            return await cursor.fetchone()
+
+    async def _jobs(self, sql: str, params: Sequence[Any]) -> list[Job]:
+        async with self._db.execute(sql, tuple(params)) as cursor:
+            return [_job(row) for row in await cursor.fetchall()]
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+def _check_columns(assignments: Mapping[str, Any]) -> None:
+    unknown = set(assignments) - set(_JOB_COLUMNS)
+    if unknown or "id" in assignments:
+        raise ValueError(f"not updatable job columns: {sorted(unknown | ({'id'} & set(assignments)))}")

@@ -1,0 +1,42 @@
+"""Checks made before any money is spent."""
+
+from __future__ import annotations
+
+from bot.errors import InvalidRequest
+from bot.models import VideoModel
+
+MAX_PROMPT_CHARS = 2000
+# The service shows no seed range; an unsigned 32-bit integer is what video models accept in practice,
+# and it fits Discord's integer option range.
+MIN_SEED = 0
+MAX_SEED = 2**32 - 1
+
+
+def clean_prompt(prompt: str) -> str:
+    """Strip the prompt and check its length; raises InvalidRequest."""
+    cleaned = prompt.strip()
+    if not cleaned:
+        raise InvalidRequest("prompt_empty", "the prompt is empty")
+    if len(cleaned) > MAX_PROMPT_CHARS:
+        raise InvalidRequest(
+            "prompt_too_long",
+            f"the prompt has {len(cleaned)} characters; the limit is {MAX_PROMPT_CHARS}",
+            length=len(cleaned),
+            limit=MAX_PROMPT_CHARS,
+        )
+    return cleaned
+
+
+def check_seed(seed: object, model: VideoModel) -> int | None:
+    """Return the seed if the model takes it and it is in range; raises InvalidRequest."""
+    if seed is None:
+        return None
+    if not model.supports_seed:
+        raise InvalidRequest("seed_unsupported", f"the model {model.id} does not take a seed")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InvalidRequest("seed_range", "the seed must be a whole number", low=MIN_SEED, high=MAX_SEED)
+    if not MIN_SEED <= seed <= MAX_SEED:
+        raise InvalidRequest(
+            "seed_range", f"the seed must be between {MIN_SEED} and {MAX_SEED}", low=MIN_SEED, high=MAX_SEED
+        )
+    return seed

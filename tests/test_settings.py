@@ -1,0 +1,74 @@
+import logging
+from pathlib import Path
+
+import pytest
+
+from bot.settings import Settings, SettingsError, load_settings, read_settings
+
+REQUIRED = {
+    "DISCORD_TOKEN": "discord-token-value",
+    "VIDEO_API_BASE_URL": "https://video.example/",
+    "VIDEO_API_KEY": "sk-very-secret-key-1234",
+}
+
+
+def test_defaults() -> None:
+    s = read_settings(REQUIRED)
+    assert s.video_api_base_url == "https://video.example"
+    assert s.database_path == Path("data/bot.sqlite3")
+    assert s.video_storage_dir == Path("data/videos")
+    assert s.poll_interval_seconds == 20.0
+    assert s.http_timeout_seconds == 30.0
+    assert s.discord_guild_id is None
+    assert s.log_level == "INFO"
+    assert s.video_cooldown_seconds == 60.0 and s.max_active_jobs_per_user == 2
+    assert s.guild_daily_budget_yen is None and s.budget_timezone == "Asia/Tokyo"
+    assert s.allowed_channel_ids == frozenset() and s.required_role_id is None
+
+
+def test_values_are_parsed() -> None:
+    s = read_settings({**REQUIRED, "POLL_INTERVAL_SECONDS": "0.5", "DISCORD_GUILD_ID": "123", "LOG_LEVEL": "debug",
+                       "KEEP_DELIVERED_VIDEOS": "true", "ALLOWED_CHANNEL_IDS": "1, 2,3",
+                       "GUILD_DAILY_BUDGET_YEN": "5000", "BUDGET_TIMEZONE": "UTC"})
+    assert s.poll_interval_seconds == 0.5 and s.discord_guild_id == 123 and s.log_level == "DEBUG"
+    assert s.keep_delivered_videos is True and s.allowed_channel_ids == {1, 2, 3}
+    assert s.guild_daily_budget_yen == 5000 and s.budget_timezone == "UTC"
+
+
+def test_every_problem_is_listed_at_once_without_secret_values() -> None:
+    env = {"VIDEO_API_BASE_URL": "ftp://x", "POLL_INTERVAL_SECONDS": "sk-leaked-secret", "LOG_LEVEL": "LOUD",
+           "BUDGET_TIMEZONE": "Mars/Olympus"}
+    with pytest.raises(SettingsError) as error:
+        read_settings(env)
+    problems = error.value.problems
+    assert len(problems) == 6
+    text = str(error.value)
+    for name in ("DISCORD_TOKEN", "VIDEO_API_KEY", "VIDEO_API_BASE_URL", "POLL_INTERVAL_SECONDS", "LOG_LEVEL",
+                 "BUDGET_TIMEZONE"):
+        assert name in text
+    assert "sk-leaked-secret" not in text
+
+
+def test_repr_hides_secrets() -> None:
+    s = read_settings(REQUIRED)
+    assert isinstance(s, Settings)
+    assert "discord-token-value" not in repr(s) and "sk-very-secret-key-1234" not in repr(s)
+
+
+def test_dotenv_is_loaded_and_real_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in (*REQUIRED, "POLL_INTERVAL_SECONDS"):
+        monkeypatch.delenv(name, raising=False)
+    env_file = tmp_path / ".env"
+    env_file.write_text(
+        "DISCORD_TOKEN=from-file\nVIDEO_API_BASE_URL=http://127.0.0.1:9\nVIDEO_API_KEY=file-key-123456\n"
+        "POLL_INTERVAL_SECONDS=1\n"
+    )
+    monkeypatch.setenv("DISCORD_TOKEN", "from-environment")
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        s = load_settings()
+    assert s.discord_token == "from-environment"
+    assert s.video_api_key == "file-key-123456"
+    assert "below the service's 15 s guidance" in caplog.text

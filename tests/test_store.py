@@ -1,0 +1,224 @@
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bot.store import (
+    SCHEMA_VERSION,
+    TRANSITIONS,
+    Admission,
+    AdmissionRefused,
+    IllegalTransition,
+    JobNotFound,
+    JobState,
+    JobStore,
+    NewJob,
+)
+
+S = JobState
+
+
+def new_job(user_id: int = 1, guild_id: int | None = 10, prompt: str = "a cat") -> NewJob:
+    return NewJob(model="m", prompt=prompt, seed=7, user_id=user_id, guild_id=guild_id, channel_id=100)
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def store(tmp_path: Path):
+    store = await JobStore.open(tmp_path / "jobs.sqlite3")
+    yield store
+    await store.close()
+
+
+async def put_in_state(store: JobStore, target: JobState) -> int:
+    """Walk a fresh job along legal moves until it reaches `target`."""
+    path = {
+        S.SUBMITTING: [],
+        S.PENDING: [S.PENDING],
+        S.IN_PROGRESS: [S.PENDING, S.IN_PROGRESS],
+        S.COMPLETED: [S.PENDING, S.COMPLETED],
+        S.DOWNLOADED: [S.PENDING, S.COMPLETED, S.DOWNLOADED],
+        S.DELIVERED: [S.PENDING, S.COMPLETED, S.DOWNLOADED, S.DELIVERED],
+        S.UNDELIVERABLE: [S.PENDING, S.COMPLETED, S.DOWNLOADED, S.UNDELIVERABLE],
+        S.FAILED: [S.PENDING, S.FAILED],
+        S.STALLED: [S.PENDING, S.STALLED],
+        S.REJECTED: [S.REJECTED],
+        S.UNKNOWN: [S.UNKNOWN],
+    }[target]
+    job = await store.add_submission(new_job())
+    for step in path:
+        job = await store.transition(job.id, step)
+    assert job.state == target
+    return job.id
+
+
+async def test_migration_from_an_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "fresh.sqlite3"
+    store = await JobStore.open(path)
+    assert await store.schema_version() == SCHEMA_VERSION
+    await store.close()
+    # Opening again does not re-run migrations, and the file is in WAL mode.
+    store = await JobStore.open(path)
+    assert await store.schema_version() == SCHEMA_VERSION
+    await store.close()
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"jobs", "meta"} <= tables
+
+
+async def test_write_ahead_then_accept_records_id_and_charge(store: JobStore) -> None:
+    job = await store.add_submission(new_job())
+    assert job.state == S.SUBMITTING
+    assert job.service_job_id is None and job.charged_yen == 0
+    accepted = await store.mark_accepted(job.id, "vid_1", 250, next_poll_at=123.0)
+    assert (accepted.state, accepted.service_job_id, accepted.charged_yen) == (S.PENDING, "vid_1", 250)
+    assert accepted.next_poll_at == 123.0 and accepted.accepted_at is not None
+    assert await store.ledger() == (1, 250)
+
+
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [(source, target) for source, targets in TRANSITIONS.items() for target in targets],
+)
+async def test_every_legal_transition(store: JobStore, source: JobState, target: JobState) -> None:
+    job_id = await put_in_state(store, source)
+    moved = await store.transition(job_id, target)
+    assert moved.state == target
+
+
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [(source, target) for source in S for target in S if target not in TRANSITIONS[source]],
+)
+async def test_every_illegal_transition_raises(store: JobStore, source: JobState, target: JobState) -> None:
+    job_id = await put_in_state(store, source)
+    with pytest.raises(IllegalTransition):
+        await store.transition(job_id, target)
+    assert (await store.get(job_id)).state == source
+
+
+async def test_transition_of_a_missing_job(store: JobStore) -> None:
+    with pytest.raises(IllegalTransition):
+        await store.transition(999, S.PENDING)
+    with pytest.raises(JobNotFound):
+        await store.get(999)
+
+
+async def test_submitting_rows_become_unknown_at_start_up(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite3"
+    store = await JobStore.open(path)
+    stuck = await store.add_submission(new_job())
+    done = await store.add_submission(new_job())
+    await store.mark_accepted(done.id, "vid_9", 250, 0.0)
+    await store.close()  # the crash: nothing else happened to `stuck`
+
+    store = await JobStore.open(path)
+    recovered = await store.recover_interrupted_submissions()
+    assert [job.id for job in recovered] == [stuck.id]
+    assert (await store.get(stuck.id)).state == S.UNKNOWN
+    assert (await store.get(done.id)).state == S.PENDING
+    # Unknown is final: it can never go back to being submitted or accepted.
+    with pytest.raises(IllegalTransition):
+        await store.transition(stuck.id, S.PENDING)
+    await store.close()
+
+
+async def test_concurrent_writers_do_not_lose_updates(store: JobStore) -> None:
+    jobs = await asyncio.gather(*(store.add_submission(new_job(user_id=i)) for i in range(50)))
+    await asyncio.gather(*(store.mark_accepted(job.id, f"vid_{job.id}", 250, 0.0) for job in jobs))
+    await asyncio.gather(*(store.update(job.id, next_poll_at=float(job.id)) for job in jobs))
+    assert await store.ledger() == (50, 50 * 250)
+    assert len({job.id for job in jobs}) == 50
+    # Two racing moves out of the same state: exactly one wins.
+    results = await asyncio.gather(
+        store.transition(jobs[0].id, S.COMPLETED), store.transition(jobs[0].id, S.FAILED), return_exceptions=True
+    )
+    assert sum(isinstance(r, IllegalTransition) for r in results) == 1
+
+
+async def test_due_jobs_and_next_poll(store: JobStore) -> None:
+    a = await store.add_submission(new_job())
+    b = await store.add_submission(new_job())
+    c = await store.add_submission(new_job())
+    await store.mark_accepted(a.id, "a", 250, next_poll_at=50.0)
+    await store.mark_accepted(b.id, "b", 250, next_poll_at=10.0)
+    await store.mark_accepted(c.id, "c", 250, next_poll_at=500.0)
+    await store.transition(c.id, S.FAILED)
+    assert await store.next_poll_at() == 10.0
+    assert [job.service_job_id for job in await store.due_jobs(now=60.0, limit=10)] == ["b", "a"]
+    assert [job.service_job_id for job in await store.due_jobs(now=60.0, limit=1)] == ["b"]
+    assert await store.due_jobs(now=5.0, limit=10) == []
+
+
+async def test_find_by_local_reference_or_service_id_within_a_server(store: JobStore) -> None:
+    job = await store.add_submission(new_job(guild_id=10))
+    await store.mark_accepted(job.id, "vid_abc", 250, 0.0)
+    assert (await store.find(f"#{job.id}", guild_id=10)).id == job.id  # type: ignore[union-attr]
+    assert (await store.find(str(job.id), guild_id=10)).id == job.id  # type: ignore[union-attr]
+    assert (await store.find("vid_abc", guild_id=10)).id == job.id  # type: ignore[union-attr]
+    assert await store.find("vid_abc", guild_id=11) is None
+    assert await store.find("#9999", guild_id=10) is None
+
+
+async def test_recent_jobs_newest_first_and_ledger_totals(store: JobStore) -> None:
+    for i in range(12):
+        job = await store.add_submission(new_job(user_id=1, guild_id=10, prompt=f"p{i}"))
+        await store.mark_accepted(job.id, f"v{i}", 250, 0.0)
+    other = await store.add_submission(new_job(user_id=2, guild_id=20))
+    await store.mark_accepted(other.id, "other", 250, 0.0)
+    await store.add_submission(new_job(user_id=1, guild_id=10))  # not charged yet
+    recent = await store.recent_jobs(1, 10)
+    assert len(recent) == 10
+    assert [j.id for j in recent] == sorted((j.id for j in recent), reverse=True)
+    assert await store.ledger() == (13, 13 * 250)
+    assert await store.ledger(guild_id=10) == (12, 12 * 250)
+    assert await store.ledger(user_id=2) == (1, 250)
+
+
+async def test_meta_round_trip(store: JobStore) -> None:
+    assert await store.get_meta("x") is None
+    await store.set_meta("x", "1")
+    await store.set_meta("x", "2")
+    assert await store.get_meta("x") == "2"
+
+
+async def test_update_refuses_state_and_unknown_columns(store: JobStore) -> None:
+    job = await store.add_submission(new_job())
+    with pytest.raises(ValueError):
+        await store.update(job.id, state="pending")
+    with pytest.raises(ValueError):
+        await store.update(job.id, nonsense=1)
+
+
+async def test_admission_cooldown_and_active_limit(tmp_path: Path) -> None:
+    clock = Clock()
+    store = await JobStore.open(tmp_path / "a.sqlite3", clock=clock)
+    rules = Admission(cooldown_seconds=60, max_active_jobs=1)
+    await store.add_submission(new_job(), rules)
+    with pytest.raises(AdmissionRefused) as refused:
+        await store.add_submission(new_job(), rules)
+    assert refused.value.code == "cooldown" and refused.value.retry_at == clock.now + 60
+    clock.now += 61
+    with pytest.raises(AdmissionRefused) as refused:
+        await store.add_submission(new_job(), rules)
+    assert refused.value.code == "too_many_active"
+    await store.close()
+
+
+async def test_admission_is_race_free(tmp_path: Path) -> None:
+    store = await JobStore.open(tmp_path / "a.sqlite3")
+    rules = Admission(max_active_jobs=1)
+    results = await asyncio.gather(*(store.add_submission(new_job(), rules) for _ in range(5)),
+                                   return_exceptions=True)
+    assert sum(not isinstance(r, BaseException) for r in results) == 1
+    assert all(isinstance(r, AdmissionRefused) for r in results if isinstance(r, BaseException))
+    await store.close()
