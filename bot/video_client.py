@@ -32,6 +32,7 @@ from bot.errors import (
     ServiceUnreachable,
 )
 from bot.models import DEFAULT_MODEL, VideoModel
+from bot.pacing import Pacer
 from bot.validation import check_seed, clean_prompt
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,7 @@ class VideoServiceClient:
         timeout_seconds: float = 30.0,
         create_retry: RetryPolicy = RetryPolicy(),
         read_retry: RetryPolicy = RetryPolicy(attempts=3, total_seconds=30.0),
+        pacer: Pacer | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._session = session
@@ -154,6 +156,7 @@ class VideoServiceClient:
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
         self._create_retry = create_retry
         self._read_retry = read_retry
+        self._pacer = pacer
         self._sleep = sleep
 
     def __repr__(self) -> str:
@@ -261,15 +264,20 @@ class VideoServiceClient:
     def _job_path(self, job_id: str) -> str:
         return f"/gateway/videos/jobs/{quote(job_id, safe='')}"
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> aiohttp.client._RequestContextManager:
+    @contextlib.asynccontextmanager
+    async def _request(self, method: str, path: str, **kwargs: Any) -> AsyncIterator[aiohttp.ClientResponse]:
+        if self._pacer is not None:
+            await self._pacer.wait()
         log.debug("%s %s", method, path)
-        return self._session.request(
+        async with self._session.request(
             method,
             self._base_url + path,
             headers={"Authorization": f"Bearer {self._api_key}"},
             timeout=self._timeout,
             **kwargs,
-        )
+        ) as response:
+            log.debug("%s %s -> %d", method, path, response.status)
+            yield response
 
     async def _raise_for_status(self, response: aiohttp.ClientResponse) -> None:
         status = response.status

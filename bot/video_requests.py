@@ -117,3 +117,19 @@ class VideoRequests:
         log.info("request %s accepted as job %s (%d yen)", accepted.reference, remote.id, self.model.price_yen)
         self._on_accepted(accepted)
         return accepted
+
+    async def remember_reply(self, job: Job, message_id: int) -> None:
+        """The worker edits this reply as the job moves on, while the interaction token lives."""
+        await self._store.update(job.id, reply_message_id=message_id)
+
+    async def find(self, reference: str, guild_id: int | None) -> Job | None:
+        return await self._store.find(reference, guild_id=guild_id)
+
+    async def recent(self, user_id: int, guild_id: int | None, limit: int = 10) -> list[Job]:
+        return await self._store.recent_jobs(user_id, guild_id, limit)
+
+    async def ledgers(self, guild_id: int | None) -> tuple[tuple[int, int], tuple[int, int]]:
+        """(videos, yen) accepted by this bot, all time and in one server."""
+        everywhere = await self._store.ledger()
+        here = await self._store.ledger(guild_id=guild_id) if guild_id is not None else (0, 0)
+        return everywhere, here

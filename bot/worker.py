@@ -284,7 +284,7 @@ class JobWorker:
         log.info("delivered %s as message %d", job.reference, delivery.message_id)
         if not self._config.keep_delivered_videos and not delivery.compressed:
             # A compressed copy was posted: the original stays for the operator.
-            await asyncio.to_thread(video.unlink, missing_ok=True)
+            video.unlink(missing_ok=True)
         await self._show_progress(job)
         return job
 

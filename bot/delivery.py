@@ -1,0 +1,112 @@
+"""Posting finished videos and job news into Discord: the channel first, then the requester's DMs."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import discord
+from discord.abc import Messageable
+
+from bot import transcode, views
+from bot.store import Job
+from bot.worker import Delivery, Undeliverable
+
+log = logging.getLogger(__name__)
+
+#: What Discord allows on most servers when an interaction did not tell us better.
+DEFAULT_UPLOAD_LIMIT = discord.utils.DEFAULT_FILE_SIZE_LIMIT_BYTES
+_REFUSED = (discord.Forbidden, discord.NotFound)
+
+
+def nonce_for(job: Job) -> str:
+    """Stable per job: Discord returns the existing message for a repeated nonce instead of a duplicate."""
+    return f"video-job-{job.id}"
+
+
+def _too_large(exc: discord.HTTPException) -> bool:
+    return exc.status == 413 or exc.code == 40005
+
+
+class DiscordDelivery:
+    def __init__(self, client: discord.Client, *, price_yen: int) -> None:
+        self._client = client
+        self._price_yen = price_yen
+
+    async def deliver(self, job: Job, video: Path) -> Delivery:
+        limit = job.upload_limit_bytes or DEFAULT_UPLOAD_LIMIT
+        for _ in range(2):
+            upload, compressed = await self._fitting(job, video, limit)
+            try:
+                return await self._post(job, upload, compressed)
+            except discord.HTTPException as exc:
+                if not _too_large(exc):
+                    raise
+                # The server's real limit is lower than the one recorded: shrink further and try once more.
+                log.warning("upload of %s refused as too large at %d bytes", job.reference, upload.stat().st_size)
+                limit = int(min(limit, upload.stat().st_size) * 0.8)
+            finally:
+                if upload != video:
+                    upload.unlink(missing_ok=True)
+        raise Undeliverable("the file stays above the upload limit even compressed")
+
+    async def _fitting(self, job: Job, video: Path, limit: int) -> tuple[Path, bool]:
+        size = video.stat().st_size
+        if size <= limit:
+            return video, False
+        copy = video.with_name(f"{video.stem}.fit.mp4")
+        try:
+            await transcode.fit_to_size(video, copy, limit)
+        except transcode.TranscodeError as exc:
+            raise Undeliverable(f"the video is {size} bytes, above the {limit}-byte limit: {exc}") from exc
+        return copy, True
+
+    async def _post(self, job: Job, upload: Path, compressed: bool) -> Delivery:
+        try:
+            channel = await self._channel(job.channel_id)
+            message = await channel.send(**self._video_message(job, upload, compressed, via_dm=False))
+            return Delivery(channel_id=message.channel.id, message_id=message.id, compressed=compressed)
+        except (*_REFUSED, Undeliverable) as exc:
+            log.warning("channel %d refused %s (%s); trying a DM", job.channel_id, job.reference, exc)
+        try:
+            dm = await self._client.create_dm(discord.Object(id=job.user_id))
+            message = await dm.send(**self._video_message(job, upload, compressed, via_dm=True))
+        except _REFUSED as exc:
+            raise Undeliverable(f"the channel and the requester's DMs both refused ({exc.text})") from exc
+        return Delivery(channel_id=message.channel.id, message_id=message.id, compressed=compressed, via_dm=True)
+
+    def _video_message(self, job: Job, upload: Path, compressed: bool, *, via_dm: bool) -> dict[str, Any]:
+        return {
+            "content": views.delivered_text(job, price_yen=self._price_yen, compressed=compressed, via_dm=via_dm),
+            "file": discord.File(upload, filename=f"video-{job.id}.mp4"),
+            "allowed_mentions": views.requester_only(job),
+            "nonce": nonce_for(job),
+        }
+
+    async def announce(self, job: Job, event: str) -> None:
+        text = views.announcement_text(job, event, price_yen=self._price_yen)
+        mentions = views.requester_only(job)
+        if event != "undeliverable":
+            try:
+                channel = await self._channel(job.channel_id)
+                await channel.send(text, allowed_mentions=mentions)
+                return
+            except (*_REFUSED, Undeliverable) as exc:
+                log.warning("channel %d refused news about %s (%s); trying a DM", job.channel_id, job.reference, exc)
+        dm = await self._client.create_dm(discord.Object(id=job.user_id))
+        await dm.send(text, allowed_mentions=mentions)
+
+    async def show_progress(self, job: Job) -> None:
+        if job.reply_message_id is None or job.interaction_token is None or self._client.application_id is None:
+            return
+        webhook = discord.Webhook.partial(self._client.application_id, job.interaction_token, client=self._client)
+        await webhook.edit_message(job.reply_message_id, embed=views.receipt_embed(job, price_yen=self._price_yen))
+
+    async def _channel(self, channel_id: int) -> Messageable:
+        channel = self._client.get_channel(channel_id)
+        if channel is None:
+            channel = await self._client.fetch_channel(channel_id)
+        if not isinstance(channel, Messageable):
+            raise Undeliverable(f"channel {channel_id} cannot take messages")
+        return channel

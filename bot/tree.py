@@ -1,0 +1,86 @@
+"""The command tree: one place that turns the bot's errors into short, private, friendly replies."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import discord
+from discord import app_commands
+
+from bot import views
+from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed, VideoServiceError
+from bot.i18n import t
+from bot.models import DEFAULT_MODEL
+from bot.store import AdmissionRefused
+
+if TYPE_CHECKING:
+    from bot.video_bot import VideoBot
+
+log = logging.getLogger(__name__)
+
+
+async def respond(
+    interaction: discord.Interaction[Any],
+    content: str | None = None,
+    *,
+    embed: discord.Embed | None = None,
+    file: discord.File | None = None,
+    ephemeral: bool = True,
+) -> discord.Message | None:
+    """Answer an interaction whatever state it is in: first response, deferred, or already answered."""
+    kwargs: dict[str, Any] = {"content": content, "allowed_mentions": discord.AllowedMentions.none()}
+    if embed is not None:
+        kwargs["embed"] = embed
+    if not interaction.response.is_done():
+        if file is not None:
+            kwargs["file"] = file
+        await interaction.response.send_message(ephemeral=ephemeral, **kwargs)
+        return None
+    if interaction.response.type is discord.InteractionResponseType.deferred_channel_message and not \
+            interaction.extras.get("answered"):
+        # Replace the "thinking…" placeholder rather than leaving it hanging beside a follow-up.
+        interaction.extras["answered"] = True
+        if file is not None:
+            kwargs["attachments"] = [file]
+        return await interaction.edit_original_response(**kwargs)
+    if file is not None:
+        kwargs["file"] = file
+    return await interaction.followup.send(ephemeral=ephemeral, wait=True, **kwargs)
+
+
+def friendly_text(error: BaseException, locale: str) -> str | None:
+    """The user-facing text for the bot's own errors; None for anything unexpected."""
+    price = DEFAULT_MODEL.price_yen
+    if isinstance(error, InvalidRequest):
+        return views.invalid_request_text(error, locale)
+    if isinstance(error, AdmissionRefused):
+        return views.refusal_text(error, locale, price_yen=price)
+    if isinstance(error, BudgetTooLow):
+        return views.budget_text(error, locale)
+    if isinstance(error, SubmissionFailed):
+        return views.submission_failed_text(error, locale, price_yen=price)
+    if isinstance(error, VideoServiceError):
+        return t(locale, "error.service_unreachable")
+    if isinstance(error, app_commands.NoPrivateMessage):
+        return t(locale, "error.guild_only")
+    return None
+
+
+class VideoCommandTree(app_commands.CommandTree["VideoBot"]):
+    async def on_error(self, interaction: discord.Interaction[VideoBot], error: app_commands.AppCommandError) -> None:
+        cause = error.original if isinstance(error, app_commands.CommandInvokeError) else error
+        locale = interaction.locale.value
+        text = friendly_text(cause, locale)
+        if text is None:
+            reference = secrets.token_hex(4)
+            command = interaction.command.qualified_name if interaction.command else "?"
+            log.error("command /%s failed (reference %s)", command, reference, exc_info=cause)
+            text = t(locale, "error.internal", reference=reference)
+        else:
+            log.info("command refused for user %s: %s", interaction.user.id, cause)
+        try:
+            await respond(interaction, text, ephemeral=True)
+        except discord.HTTPException:
+            log.warning("could not tell user %s about an error: the interaction is gone", interaction.user.id)

@@ -1,0 +1,148 @@
+"""The bot: owns the HTTP session, the job store and the worker, and closes them in reverse order."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+
+import aiohttp
+import discord
+from discord.ext import commands, tasks
+
+from bot.delivery import DiscordDelivery
+from bot.i18n import CatalogueTranslator
+from bot.models import DEFAULT_MODEL
+from bot.pacing import Pacer
+from bot.settings import Settings
+from bot.store import JobStore
+from bot.tree import VideoCommandTree
+from bot.video_client import VideoServiceClient
+from bot.video_requests import VideoRequests
+from bot.worker import JobWorker, WorkerConfig
+
+log = logging.getLogger(__name__)
+
+EXTENSIONS = ("cogs.video", "cogs.status", "cogs.balance")
+HEARTBEAT_SECONDS = 30
+
+
+class VideoBot(commands.Bot):
+    # Opened in setup_hook, before any command can run.
+    http_session: aiohttp.ClientSession
+    store: JobStore
+    video_client: VideoServiceClient
+    worker: JobWorker
+    requests: VideoRequests
+
+    def __init__(self, settings: Settings, *, force_sync: bool = False) -> None:
+        # Slash commands need no privileged intents; `guilds` keeps channels in the cache.
+        intents = discord.Intents.none()
+        intents.guilds = True
+        super().__init__(
+            command_prefix=commands.when_mentioned,
+            help_command=None,
+            intents=intents,
+            tree_cls=VideoCommandTree,
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+        self.settings = settings
+        self.force_sync = force_sync
+        self.model = DEFAULT_MODEL
+
+    async def setup_hook(self) -> None:
+        settings = self.settings
+        self.http_session = aiohttp.ClientSession()
+        self.store = await JobStore.open(settings.database_path)
+        for job in await self.store.recover_interrupted_submissions():
+            log.warning("request %s was being sent when the bot stopped: outcome unknown, not resent", job.reference)
+        self.video_client = VideoServiceClient(
+            self.http_session,
+            settings.video_api_base_url,
+            settings.video_api_key,
+            timeout_seconds=settings.http_timeout_seconds,
+            pacer=Pacer(settings.max_requests_per_second, burst=max(1, int(settings.max_requests_per_second))),
+        )
+        self.worker = JobWorker(
+            self.store,
+            self.video_client,
+            DiscordDelivery(self, price_yen=self.model.price_yen),
+            WorkerConfig(
+                storage_dir=settings.video_storage_dir,
+                poll_interval=settings.poll_interval_seconds,
+                max_concurrency=settings.max_concurrent_polls,
+                keep_delivered_videos=settings.keep_delivered_videos,
+            ),
+        )
+        self.requests = VideoRequests(
+            self.store, self.video_client, settings, on_accepted=self.worker.wake, model=self.model
+        )
+        await self.tree.set_translator(CatalogueTranslator())
+        for extension in EXTENSIONS:
+            await self.load_extension(extension)
+        await self.sync_commands(force=self.force_sync)
+
+    async def on_ready(self) -> None:
+        # on_ready fires again after reconnects: start things once.
+        log.info("connected as %s (%s) to %d servers", self.user, self.application_id, len(self.guilds))
+        if not self.worker.running:
+            self.worker.start()
+        if self.settings.heartbeat_path is not None and not self.heartbeat.is_running():
+            self.heartbeat.start()
+
+    async def close(self) -> None:
+        """Stop the worker, then the cogs and the gateway, then the HTTP session and the database."""
+        if self.heartbeat.is_running():
+            self.heartbeat.cancel()
+        if hasattr(self, "worker"):
+            await self.worker.stop()
+        await super().close()
+        if hasattr(self, "http_session"):
+            await self.http_session.close()
+        if hasattr(self, "store"):
+            await self.store.close()
+        log.info("closed cleanly")
+
+    # -- command sync ----------------------------------------------------------------------------
+
+    async def sync_commands(self, *, force: bool = False) -> bool:
+        """Sync the tree only when its payload changed since the last sync (or when forced)."""
+        guild = discord.Object(id=self.settings.discord_guild_id) if self.settings.discord_guild_id else None
+        if guild is not None:
+            self.tree.copy_global_to(guild=guild)
+        digest = await self.command_digest(guild)
+        key = f"command_sync:{self.application_id}:{guild.id if guild else 'global'}"
+        if not force and await self.store.get_meta(key) == digest:
+            log.info("slash commands unchanged since the last sync; not syncing")
+            return False
+        synced = await self.tree.sync(guild=guild)
+        await self.store.set_meta(key, digest)
+        log.info("synced %d slash commands %s", len(synced), f"to server {guild.id}" if guild else "globally")
+        return True
+
+    async def command_digest(self, guild: discord.Object | None) -> str:
+        translator = self.tree.translator
+        payload = []
+        for command in self.tree.get_commands(guild=guild):
+            if translator is not None:
+                payload.append(await command.get_translated_payload(self.tree, translator))
+            else:
+                payload.append(command.to_dict(self.tree))
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+    # -- health ----------------------------------------------------------------------------------
+
+    @tasks.loop(seconds=HEARTBEAT_SECONDS)
+    async def heartbeat(self) -> None:
+        """Touch the heartbeat file while the gateway is up and the worker runs (for HEALTHCHECK)."""
+        path = self.settings.heartbeat_path
+        if path is None or not self.is_ready() or self.is_closed() or not self.worker.running:
+            return
+        write_heartbeat(path)
+
+
+def write_heartbeat(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{int(time.time())}\n")

@@ -1,0 +1,42 @@
+"""/balance: the shared key's spend, budget and what is left, beside the bot's own ledger."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot import views
+from bot.i18n import described
+from bot.models import DEFAULT_MODEL
+from bot.tree import respond
+
+if TYPE_CHECKING:
+    from bot.video_bot import VideoBot
+
+
+class BalanceCog(commands.Cog):
+    def __init__(self, bot: VideoBot) -> None:
+        self.bot = bot
+
+    @app_commands.command(name="balance", description=described("cmd.balance"))
+    @app_commands.guild_only()
+    async def balance(self, interaction: discord.Interaction[VideoBot]) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        info = await self.bot.video_client.key_info()
+        everywhere, here = await self.bot.requests.ledgers(interaction.guild_id)
+        embed = views.balance_embed(
+            info,
+            masked_key=self.bot.video_client.masked_key,
+            price_yen=DEFAULT_MODEL.price_yen,
+            ledger_all=everywhere,
+            ledger_guild=here,
+            locale=interaction.locale.value,
+        )
+        await respond(interaction, embed=embed)
+
+
+async def setup(bot: VideoBot) -> None:
+    await bot.add_cog(BalanceCog(bot))
