@@ -31,6 +31,11 @@ def excerpt(text: str, limit: int = PROMPT_EXCERPT_CHARS) -> str:
     return discord.utils.escape_markdown(discord.utils.escape_mentions(short))
 
 
+def inline_code(text: str, limit: int = 100) -> str:
+    """User text shown inside backticks: markdown does not apply there, only a backtick could break out."""
+    return text[:limit].replace("`", "'")
+
+
 def relative(unix: float) -> str:
     """A Discord timestamp that every client keeps counting (`3 minutes ago`)."""
     return f"<t:{int(unix)}:R>"

@@ -40,7 +40,7 @@ class StatusCog(commands.Cog):
             return
         job = await requests.find(job_id, interaction.guild_id)
         if job is None:
-            await respond(interaction, t(locale, "status.not_found", reference=views.excerpt(job_id, 100)))
+            await respond(interaction, t(locale, "status.not_found", reference=views.inline_code(job_id)))
             return
         embed = views.status_embed(job, price_yen=PRICE)
         if job.state != JobState.UNDELIVERABLE or job.user_id != interaction.user.id:

@@ -1,0 +1,98 @@
+"""Run `python -m bot` as a real subprocess against the Discord double and the service simulator."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from bot.simulator import VideoServiceSimulator
+from tests.discord_double import DiscordDouble, subprocess_env
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BOT_TOKEN = "bot-token-for-the-double"
+USER_ID = 600_000_000_000_000_001
+
+
+class BotProcess:
+    def __init__(
+        self, workdir: Path, double: DiscordDouble, simulator: VideoServiceSimulator, api_key: str,
+        **settings: str,
+    ) -> None:
+        self.workdir = workdir
+        self.double = double
+        self.simulator = simulator
+        self.api_key = api_key
+        self.settings = settings
+        self.log_path = workdir / "bot.log"
+        self.process: asyncio.subprocess.Process | None = None
+        self._log_file: IO[bytes] | None = None
+
+    def environment(self) -> dict[str, str]:
+        base = {key: value for key, value in os.environ.items() if not key.startswith(("DISCORD_", "VIDEO_"))}
+        base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), base.get("PYTHONPATH")]))
+        env = subprocess_env(self.double, base)
+        env.update(
+            DISCORD_TOKEN=BOT_TOKEN,
+            VIDEO_API_BASE_URL=self.simulator.base_url,
+            VIDEO_API_KEY=self.api_key,
+            DATABASE_PATH=str(self.workdir / "bot.sqlite3"),
+            VIDEO_STORAGE_DIR=str(self.workdir / "videos"),
+            POLL_INTERVAL_SECONDS="0.3",
+            HTTP_TIMEOUT_SECONDS="2",
+            DISCORD_GUILD_ID=str(self.double.guild_id),
+            LOG_LEVEL="DEBUG",
+            VIDEO_COOLDOWN_SECONDS="0",
+            MAX_ACTIVE_JOBS_PER_USER="100",
+            HEARTBEAT_PATH=str(self.workdir / "heartbeat"),
+        )
+        env.update(self.settings)
+        return env
+
+    async def start(self, *args: str) -> None:
+        self.double.identified.clear()
+        self._log_file = self.log_path.open("ab")
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", *args,
+            cwd=self.workdir, env=self.environment(), stdout=self._log_file, stderr=asyncio.subprocess.STDOUT,
+        )
+        if not args:
+            await self.wait_ready()
+
+    async def wait_ready(self, timeout: float = 20) -> None:
+        async with asyncio.timeout(timeout):
+            while not (self.double.identified.is_set() and self.double.synced_commands.get(self.double.guild_id)):
+                if self.process is not None and self.process.returncode is not None:
+                    raise AssertionError(f"the bot exited with {self.process.returncode}:\n{self.log()}")
+                await asyncio.sleep(0.05)
+            # The worker starts on on_ready, which follows GUILD_CREATE by discord.py's guild_ready_timeout.
+            while "connected as" not in self.log():
+                await asyncio.sleep(0.05)
+
+    async def wait_exit(self, timeout: float = 20) -> int:
+        assert self.process is not None
+        async with asyncio.timeout(timeout):
+            code = await self.process.wait()
+        self._close_log()
+        return code
+
+    async def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
+        if self.process is None or self.process.returncode is not None:
+            self._close_log()
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(sig)
+        return await self.wait_exit()
+
+    def _close_log(self) -> None:
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    async def slash(self, name: str, options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        return await self.double.send_slash_command(name, options, **kwargs)
