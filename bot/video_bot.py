@@ -5,14 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
-from pathlib import Path
 
 import aiohttp
 import discord
 from discord.ext import commands, tasks
 
 from bot.delivery import DiscordDelivery
+from bot.health import write_heartbeat
 from bot.i18n import CatalogueTranslator
 from bot.models import DEFAULT_MODEL
 from bot.pacing import Pacer
@@ -141,8 +140,3 @@ class VideoBot(commands.Bot):
         if path is None or not self.is_ready() or self.is_closed() or not self.worker.running:
             return
         write_heartbeat(path)
-
-
-def write_heartbeat(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"{int(time.time())}\n")

@@ -56,6 +56,10 @@ async def test_video_is_acknowledged_created_once_and_posted_in_the_channel(
     receipt = embed_text(original(double, interaction))
     assert "#1" in receipt and "¥250" in receipt and next(iter(service.jobs)) in receipt
     assert double.unknown_routes == []
+    # Healthy while running; SIGTERM (docker stop) closes everything cleanly.
+    assert (bot.workdir / "heartbeat").exists()
+    assert await bot.stop(signal.SIGTERM) == 0
+    assert "closed cleanly" in bot.log() and "Traceback" not in bot.log()
 
 
 async def test_balance_shows_the_figures_and_a_masked_key(
