@@ -87,13 +87,14 @@ class DiscordDelivery:
     async def announce(self, job: Job, event: str) -> None:
         text = views.announcement_text(job, event, price_yen=self._price_yen)
         mentions = views.requester_only(job)
-        if event != "undeliverable":
-            try:
-                channel = await self._channel(job.channel_id)
-                await channel.send(text, allowed_mentions=mentions)
-                return
-            except (*_REFUSED, Undeliverable) as exc:
-                log.warning("channel %d refused news about %s (%s); trying a DM", job.channel_id, job.reference, exc)
+        # Even for `undeliverable`: a channel that refused the file (too large, no attach permission)
+        # may still take text, and the message says "could not be posted here".
+        try:
+            channel = await self._channel(job.channel_id)
+            await channel.send(text, allowed_mentions=mentions)
+            return
+        except (*_REFUSED, Undeliverable) as exc:
+            log.warning("channel %d refused news about %s (%s); trying a DM", job.channel_id, job.reference, exc)
         dm = await self._client.create_dm(discord.Object(id=job.user_id))
         await dm.send(text, allowed_mentions=mentions)
 

@@ -251,7 +251,9 @@ def t(locale: str | discord.Locale | None, key: str, **params: object) -> str:
 
 
 def yen(amount: int, locale: str | discord.Locale | None) -> str:
-    return f"{amount:,}円" if language(locale) == JA else f"¥{amount:,}"
+    if language(locale) == JA:
+        return f"{amount:,}円"
+    return f"-¥{-amount:,}" if amount < 0 else f"¥{amount:,}"
 
 
 def description(locale: str | discord.Locale | None, key: str, price_yen: int | None = None) -> str:

@@ -71,6 +71,10 @@ def friendly_text(error: BaseException, locale: str) -> str | None:
 class VideoCommandTree(app_commands.CommandTree["VideoBot"]):
     async def on_error(self, interaction: discord.Interaction[VideoBot], error: app_commands.AppCommandError) -> None:
         cause = error.original if isinstance(error, app_commands.CommandInvokeError) else error
+        if interaction.type is discord.InteractionType.autocomplete:
+            # Autocomplete cannot carry a message; Discord just shows no suggestions.
+            log.warning("autocomplete failed for user %s", interaction.user.id, exc_info=cause)
+            return
         locale = interaction.locale.value
         text = friendly_text(cause, locale)
         if text is None:

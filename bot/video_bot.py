@@ -50,6 +50,7 @@ class VideoBot(commands.Bot):
         self.settings = settings
         self.force_sync = force_sync
         self.model = DEFAULT_MODEL
+        self._shut_down = False
 
     async def setup_hook(self) -> None:
         settings = self.settings
@@ -93,6 +94,9 @@ class VideoBot(commands.Bot):
 
     async def close(self) -> None:
         """Stop the worker, then the cogs and the gateway, then the HTTP session and the database."""
+        if self._shut_down:
+            return
+        self._shut_down = True
         if self.heartbeat.is_running():
             self.heartbeat.cancel()
         if hasattr(self, "worker"):

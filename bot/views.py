@@ -27,8 +27,9 @@ _COLOURS = {
 
 def excerpt(text: str, limit: int = PROMPT_EXCERPT_CHARS) -> str:
     """Shortened for display, with user mentions defused so a prompt can never ping anyone."""
-    short = text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-    return discord.utils.escape_markdown(discord.utils.escape_mentions(short))
+    safe = discord.utils.escape_markdown(discord.utils.escape_mentions(text))
+    # Shortened after escaping, so the result never exceeds `limit` (embed fields stop at 1,024).
+    return safe if len(safe) <= limit else safe[: limit - 1].rstrip() + "…"
 
 
 def inline_code(text: str, limit: int = 100) -> str:
@@ -41,8 +42,9 @@ def relative(unix: float) -> str:
     return f"<t:{int(unix)}:R>"
 
 
-def state_name(job: Job) -> str:
-    return t(job.locale, f"state.{job.state.value}")
+def state_name(job: Job, locale: str | None = None) -> str:
+    """The job's state in `locale` (the reader's), or in the requester's language."""
+    return t(locale or job.locale, f"state.{job.state.value}")
 
 
 def job_id_text(job: Job) -> str:
@@ -72,10 +74,11 @@ def receipt_embed(job: Job, *, price_yen: int) -> discord.Embed:
     return embed
 
 
-def status_embed(job: Job, *, price_yen: int) -> discord.Embed:
-    loc = job.locale
+def status_embed(job: Job, *, price_yen: int, locale: str | None = None) -> discord.Embed:
+    """One request in detail, in the reader's language (the requester's when not given)."""
+    loc = locale or job.locale
     embed = discord.Embed(title=t(loc, "status.title", ref=job.reference), colour=_COLOURS.get(job.state))
-    embed.add_field(name=t(loc, "video.field.state"), value=state_name(job))
+    embed.add_field(name=t(loc, "video.field.state"), value=state_name(job, loc))
     embed.add_field(name=t(loc, "video.field.job"), value=job_id_text(job))
     embed.add_field(name=t(loc, "video.field.cost"), value=yen(job.charged_yen, loc))
     embed.add_field(name=t(loc, "status.field.elapsed"), value=relative(job.created_at))
@@ -96,8 +99,8 @@ def status_embed(job: Job, *, price_yen: int) -> discord.Embed:
 
 def status_list_embed(jobs: list[Job], locale: str) -> discord.Embed:
     lines = [
-        t(locale, "status.list.line", ref=job.reference, state=state_name(job), cost=yen(job.charged_yen, locale),
-          age=relative(job.created_at))
+        t(locale, "status.list.line", ref=job.reference, state=state_name(job, locale),
+          cost=yen(job.charged_yen, locale), age=relative(job.created_at))
         for job in jobs
     ]
     return discord.Embed(title=t(locale, "status.list.title"), description="\n".join(lines))
@@ -181,7 +184,9 @@ def mention(job: Job) -> str:
 def delivered_text(job: Job, *, price_yen: int, compressed: bool, via_dm: bool) -> str:
     loc = job.locale
     seed = str(job.seed) if job.seed is not None else t(loc, "status.field.seed.none")
-    parts = [t(loc, "deliver.done", mention=mention(job), ref=job.reference, prompt=excerpt(job.prompt),
+    # One line, so the whole prompt stays inside the quote block.
+    prompt = " ".join(excerpt(job.prompt).split())
+    parts = [t(loc, "deliver.done", mention=mention(job), ref=job.reference, prompt=prompt,
                seed=seed, job_id=job.service_job_id, price=yen(price_yen, loc))]
     if via_dm:
         parts.append(t(loc, "deliver.dm_note", channel=job.channel_id))

@@ -2,8 +2,10 @@
 
 Each job carries its own `next_poll_at`. The worker sleeps until the earliest one (or until a new
 job is recorded), claims the due jobs by moving their next slot forward before polling them, and
-polls them with bounded concurrency. Completed jobs are downloaded and delivered in tasks of
-their own, so a slow upload never holds up polling.
+polls them with bounded concurrency. Once a status answer is back, the job's next slot is counted
+from then: a request that waited for a free slot must not bring the following one closer.
+Completed jobs are downloaded and delivered in tasks of their own, so a slow upload never holds
+up polling.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ class JobWorker:
         self._main: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._finishing: set[int] = set()
+        self._polling: set[int] = set()
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -150,16 +153,23 @@ class JobWorker:
         if self._paused_until > now:
             await self._sleep(self._paused_until - now)
             return
+        # Taken before the read: the row of any job not being polled right now is read up to date.
+        busy = set(self._polling)
         due = await self._store.due_jobs(now, limit=self._config.max_concurrency * 4)
         if not due:
             next_at = await self._store.next_poll_at()
             delay = self._config.idle_wake if next_at is None else min(self._config.idle_wake, next_at - now)
             await self._sleep(delay)
             return
-        # Claim each slot before polling, so a job is never polled twice at once or twice per interval.
+        # Claim each slot before polling, so a job is never polled twice per interval. A job whose last
+        # poll is still out (a slow answer, a long wait for a free slot) only has its slot moved on:
+        # it is never polled twice at once.
         await self._store.schedule_polls({job.id: self._next_slot(now) for job in due})
         for job in due:
+            if job.id in busy:
+                continue
             await self._slots.acquire()
+            self._polling.add(job.id)
             self._track(asyncio.create_task(self._poll_in_slot(job), name=f"poll-{job.id}"))
 
     async def _sleep(self, seconds: float) -> None:
@@ -178,6 +188,7 @@ class JobWorker:
         try:
             await self.poll(job)
         finally:
+            self._polling.discard(job.id)
             self._slots.release()
 
     async def poll(self, job: Job) -> None:
@@ -191,17 +202,21 @@ class JobWorker:
         except RateLimited as exc:
             # The limit is platform-wide: every poll waits, not just this one.
             pause = exc.retry_after if exc.retry_after is not None else self._config.rate_limit_backoff
-            self._paused_until = max(self._paused_until, self._clock() + pause)
-            await self._store.update(job.id, next_poll_at=self._paused_until)
+            now = self._clock()
+            self._paused_until = max(self._paused_until, now + pause)
+            await self._store.update(job.id, next_poll_at=max(self._paused_until, self._next_slot(now)))
             log.warning("status polling paused for %.1f s after a 429", pause)
             return
         except (ServerError, ServiceUnreachable, ProtocolError, Rejected) as exc:
-            # Free to retry: the claimed next slot stands. The job stays as it is.
+            # Free to retry at the next slot. The job stays as it is.
             log.warning("polling %s (%s) failed: %s", job.reference, job.service_job_id, exc)
-            await self._store.update(job.id, last_error=str(exc))
+            await self._store.update(job.id, last_error=str(exc), next_poll_at=self._next_slot(self._clock()))
             await self._check_age(job)
             return
 
+        # The slot claimed in `_cycle` may be older than this request, which can have waited for a
+        # free slot or for the pacer: the interval runs from the answer.
+        next_poll_at = self._next_slot(self._clock())
         if remote.status == "completed":
             job = await self._store.transition(job.id, S.COMPLETED, finished_at=self._clock())
             await self._show_progress(job)
@@ -213,8 +228,10 @@ class JobWorker:
             await self._show_progress(job)
         else:
             if remote.status == "in_progress" and job.state == S.PENDING:
-                job = await self._store.transition(job.id, S.IN_PROGRESS)
+                job = await self._store.transition(job.id, S.IN_PROGRESS, next_poll_at=next_poll_at)
                 await self._show_progress(job)
+            else:
+                await self._store.update(job.id, next_poll_at=next_poll_at)
             await self._check_age(job)
 
     async def _check_age(self, job: Job) -> None:
@@ -223,6 +240,7 @@ class JobWorker:
             job = await self._store.transition(job.id, S.STALLED, last_error="no result after the time limit")
             log.warning("job %s (%s) stalled", job.reference, job.service_job_id)
             await self._announce(job, "stalled")
+            await self._show_progress(job)
         elif age >= self._config.slow_after and not job.slow_notice_sent:
             await self._store.update(job.id, slow_notice_sent=1)
             await self._announce(job, "slow")

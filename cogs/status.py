@@ -42,7 +42,7 @@ class StatusCog(commands.Cog):
         if job is None:
             await respond(interaction, t(locale, "status.not_found", reference=views.inline_code(job_id)))
             return
-        embed = views.status_embed(job, price_yen=PRICE)
+        embed = views.status_embed(job, price_yen=PRICE, locale=locale)
         if job.state != JobState.UNDELIVERABLE or job.user_id != interaction.user.id:
             await respond(interaction, embed=embed)
             return
@@ -63,7 +63,7 @@ class StatusCog(commands.Cog):
         jobs = await self.bot.requests.recent(interaction.user.id, interaction.guild_id, limit=25)
         choices = []
         for job in jobs:
-            label = f"{job.reference} · {views.state_name(job)} · {job.prompt}"
+            label = f"{job.reference} · {views.state_name(job, interaction.locale.value)} · {job.prompt}"
             if current.lower() in label.lower() or current in (job.service_job_id or ""):
                 choices.append(app_commands.Choice(name=label[:100], value=job.reference))
         return choices[:25]

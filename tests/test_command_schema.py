@@ -1,0 +1,216 @@
+"""The slash-command schema the bot syncs to Discord, and when it syncs it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from unittest.mock import AsyncMock, MagicMock
+
+import aiohttp
+import discord
+import pytest
+
+from bot.i18n import CATALOGUE, CatalogueTranslator
+from bot.store import JobStore
+from bot.video_bot import EXTENSIONS, VideoBot
+from tests.cogs.helpers import bot_settings
+
+DISCORD_MAX_INTEGER = 2**53 - 1
+
+
+async def build_bot(tmp_path: Path, **env: str) -> VideoBot:
+    """The bot as setup_hook wires its commands, without logging in or opening the HTTP session."""
+    bot = VideoBot(bot_settings("http://127.0.0.1:9", "sk-test-key-0123456789", tmp_path / "bot.sqlite3", **env))
+    await bot.tree.set_translator(CatalogueTranslator())
+    for extension in EXTENSIONS:
+        await bot.load_extension(extension)
+    return bot
+
+
+@pytest.fixture
+async def bot(tmp_path: Path) -> AsyncIterator[VideoBot]:
+    bot = await build_bot(tmp_path)
+    bot.store = await JobStore.open(bot.settings.database_path)
+    yield bot
+    await bot.store.close()
+
+
+async def payloads(bot: VideoBot) -> dict[str, dict[str, Any]]:
+    """What discord.py sends to Discord for each command, with translations."""
+    translator = CatalogueTranslator()
+    return {
+        command.name: await command.get_translated_payload(bot.tree, translator)
+        for command in bot.tree.get_commands()
+    }
+
+
+def options(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {option["name"]: option for option in payload.get("options", [])}
+
+
+# -- the schema ------------------------------------------------------------------------------------
+
+
+async def test_the_three_commands_are_registered(bot: VideoBot) -> None:
+    assert sorted(command.name for command in bot.tree.get_commands()) == ["balance", "status", "video"]
+
+
+async def test_video_prompt_and_seed_options(bot: VideoBot) -> None:
+    video = options((await payloads(bot))["video"])
+
+    assert list(video) == ["prompt", "seed"]
+    prompt, seed = video["prompt"], video["seed"]
+    assert prompt["type"] == discord.AppCommandOptionType.string.value == 3
+    assert prompt["required"] is True
+    assert prompt["min_length"] == 1
+    assert prompt["max_length"] == 2000
+    assert seed["type"] == discord.AppCommandOptionType.integer.value == 4
+    assert seed["required"] is False
+    assert seed["min_value"] == 0
+    assert seed["max_value"] == 4_294_967_295
+    assert seed["max_value"] <= DISCORD_MAX_INTEGER
+
+
+async def test_status_takes_an_optional_autocompleted_job_id_and_balance_takes_nothing(bot: VideoBot) -> None:
+    every = await payloads(bot)
+
+    job_id = options(every["status"])["job_id"]
+    assert job_id["type"] == 3
+    assert job_id["required"] is False
+    assert job_id["autocomplete"] is True
+    assert options(every["balance"]) == {}
+
+
+async def test_every_command_is_a_guild_only_chat_command(bot: VideoBot) -> None:
+    for name, payload in (await payloads(bot)).items():
+        assert payload["type"] == discord.AppCommandType.chat_input.value, name
+        assert payload["dm_permission"] is False, name
+        assert payload["contexts"] == [0], name  # 0: guild only (no bot DM, no private channel)
+
+
+async def test_descriptions_state_the_price_and_the_wait(bot: VideoBot) -> None:
+    video = (await payloads(bot))["video"]
+
+    assert "¥250" in video["description"]
+    assert "1-3 minutes" in video["description"]
+    assert "250円" in video["description_localizations"]["ja"]
+    assert "1〜3分" in video["description_localizations"]["ja"]
+    prompt = options(video)["prompt"]
+    assert "2,000 characters" in prompt["description"] and "¥250" in prompt["description"]
+    assert "250円" in prompt["description_localizations"]["ja"]
+
+
+async def test_every_command_and_option_has_a_japanese_description_within_discords_limit(bot: VideoBot) -> None:
+    described = 0
+    for payload in (await payloads(bot)).values():
+        for item in (payload, *payload.get("options", [])):
+            described += 1
+            english = item["description"]
+            localized = item["description_localizations"]
+            assert set(localized) == {"ja"}, item["name"]
+            for text in (english, localized["ja"]):
+                assert 1 <= len(text) <= 100, text
+            assert localized["ja"] != english
+        # Names stay as typed: `/video` everywhere.
+        assert not payload.get("name_localizations")
+    assert described == 3 + 2 + 1
+
+
+# -- the digest and the sync -------------------------------------------------------------------------
+
+
+async def test_the_digest_is_stable_for_an_unchanged_tree(bot: VideoBot, tmp_path: Path) -> None:
+    first = await bot.command_digest(None)
+
+    assert await bot.command_digest(None) == first
+    # A fresh process building the same commands gets the same digest.
+    other = await build_bot(tmp_path / "other")
+    assert await other.command_digest(None) == first
+    assert len(first) == 64
+
+
+async def test_the_digest_changes_when_a_description_changes(bot: VideoBot) -> None:
+    before = await bot.command_digest(None)
+    balance = bot.tree.get_command("balance")
+    assert balance is not None
+
+    balance.description = "Show the shared budget."
+
+    assert await bot.command_digest(None) != before
+
+
+async def test_the_digest_changes_when_a_translation_changes(bot: VideoBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = await bot.command_digest(None)
+
+    monkeypatch.setitem(CATALOGUE["ja"], "cmd.balance", "共有予算を表示します。")
+
+    assert await bot.command_digest(None) != before
+
+
+@pytest.fixture
+def sync(bot: VideoBot, monkeypatch: pytest.MonkeyPatch) -> AsyncMock:
+    mock = AsyncMock(side_effect=lambda *, guild=None: list(bot.tree.get_commands(guild=guild)))
+    monkeypatch.setattr(bot.tree, "sync", mock)
+    return mock
+
+
+async def test_sync_happens_once_then_is_skipped_while_nothing_changed(bot: VideoBot, sync: AsyncMock) -> None:
+    assert await bot.sync_commands() is True
+    assert await bot.sync_commands() is False
+
+    sync.assert_awaited_once_with(guild=None)
+    assert await bot.store.get_meta(f"command_sync:{bot.application_id}:global") == await bot.command_digest(None)
+
+
+async def test_a_forced_sync_always_syncs(bot: VideoBot, sync: AsyncMock) -> None:
+    await bot.sync_commands()
+
+    assert await bot.sync_commands(force=True) is True
+
+    assert sync.await_count == 2
+
+
+async def test_a_changed_description_is_synced_again(bot: VideoBot, sync: AsyncMock) -> None:
+    await bot.sync_commands()
+    status = bot.tree.get_command("status")
+    assert status is not None
+    status.description = "Show your video requests."
+
+    assert await bot.sync_commands() is True
+
+    assert sync.await_count == 2
+
+
+async def test_a_failed_sync_is_tried_again_next_time(bot: VideoBot, sync: AsyncMock) -> None:
+    refused = MagicMock(spec=aiohttp.ClientResponse)
+    refused.status, refused.reason = 500, "Internal Server Error"
+    sync.side_effect = discord.HTTPException(refused, "try later")
+
+    with pytest.raises(discord.HTTPException):
+        await bot.sync_commands()
+
+    sync.side_effect = None
+    sync.return_value = []
+    assert await bot.sync_commands() is True
+    assert sync.await_count == 2
+
+
+async def test_a_development_server_gets_its_own_copy_and_its_own_record(tmp_path: Path) -> None:
+    bot = await build_bot(tmp_path, DISCORD_GUILD_ID="424242")
+    bot.store = await JobStore.open(bot.settings.database_path)
+    try:
+        bot.tree.sync = AsyncMock(return_value=[])  # type: ignore[method-assign]
+
+        assert await bot.sync_commands() is True
+        assert await bot.sync_commands() is False
+
+        bot.tree.sync.assert_awaited_once()
+        assert bot.tree.sync.await_args is not None
+        assert bot.tree.sync.await_args.kwargs["guild"].id == 424242
+        guild = discord.Object(id=424242)
+        assert sorted(c.name for c in bot.tree.get_commands(guild=guild)) == ["balance", "status", "video"]
+        assert await bot.store.get_meta(f"command_sync:{bot.application_id}:424242") is not None
+        assert await bot.store.get_meta(f"command_sync:{bot.application_id}:global") is None
+    finally:
+        await bot.store.close()

@@ -1,0 +1,101 @@
+"""The message catalogue: both languages complete and consistent, amounts in each language's form."""
+
+from __future__ import annotations
+
+import string
+
+import discord
+import pytest
+from discord import app_commands
+
+from bot.i18n import CATALOGUE, EN, JA, CatalogueTranslator, described, description, language, t, yen
+
+_FORMATTER = string.Formatter()
+
+
+def placeholders(text: str) -> dict[str, str]:
+    """Each `{name:spec}` of a text, as name -> spec."""
+    return {name: spec or "" for _, name, spec, _ in _FORMATTER.parse(text) if name is not None}
+
+
+def sample(spec: str) -> object:
+    return 1234 if spec else "X"
+
+
+def test_both_languages_have_exactly_the_same_keys() -> None:
+    assert set(CATALOGUE) == {EN, JA}
+    assert sorted(CATALOGUE[EN]) == sorted(CATALOGUE[JA])
+
+
+@pytest.mark.parametrize("key", sorted(CATALOGUE[EN]))
+def test_each_text_has_the_same_placeholders_in_both_languages(key: str) -> None:
+    english, japanese = placeholders(CATALOGUE[EN][key]), placeholders(CATALOGUE[JA][key])
+
+    assert english == japanese
+    params = {name: sample(spec) for name, spec in english.items()}
+    for lang in (EN, JA):
+        filled = t(lang, key, **params)
+        assert filled.strip()
+        assert "{" not in filled and "}" not in filled
+
+
+def test_japanese_texts_never_hard_code_the_english_currency_sign() -> None:
+    assert [key for key, text in CATALOGUE[JA].items() if "¥" in text] == []
+
+
+@pytest.mark.parametrize(
+    ("amount", "locale", "expected"),
+    [
+        (1250, "ja", "1,250円"),
+        (1250, "en-US", "¥1,250"),
+        (0, "ja", "0円"),
+        (0, "en-GB", "¥0"),
+        (250, discord.Locale.japanese, "250円"),
+        (10_000_000, "en-US", "¥10,000,000"),
+        (1250, None, "¥1,250"),
+    ],
+)
+def test_yen(amount: int, locale: str | discord.Locale | None, expected: str) -> None:
+    assert yen(amount, locale) == expected
+
+
+@pytest.mark.parametrize(
+    ("locale", "expected"),
+    [
+        ("ja", JA),
+        ("JA", JA),
+        (discord.Locale.japanese, JA),
+        ("en-US", EN),
+        ("fr", EN),
+        (discord.Locale.french, EN),
+        ("", EN),
+        (None, EN),
+    ],
+)
+def test_language(locale: str | discord.Locale | None, expected: str) -> None:
+    assert language(locale) == expected
+
+
+def test_t_picks_the_language_and_fills_the_parameters() -> None:
+    assert t("en-US", "balance.videos_left.value", count=1234, price="¥250") == "1,234 at ¥250 each"
+    assert t("ja", "balance.videos_left.value", count=1234, price="250円") == "1,234本（1本250円）"
+    assert t("fr", "status.title", ref="#5") == "Request #5"
+
+
+def test_descriptions_carry_the_price_in_the_locales_currency() -> None:
+    assert "¥250" in description("en-US", "cmd.video", 250)
+    assert "250円" in description("ja", "cmd.video", 250)
+    assert description("ja", "cmd.status") == CATALOGUE[JA]["cmd.status"]
+
+
+async def test_the_translator_gives_japanese_descriptions_and_leaves_other_locales_alone() -> None:
+    translator = CatalogueTranslator()
+    text = described("cmd.video", price_yen=250)
+    context = app_commands.TranslationContext(app_commands.TranslationContextLocation.command_description, None)
+
+    assert text.message == description(EN, "cmd.video", 250)
+    assert await translator.translate(text, discord.Locale.japanese, context) == description(JA, "cmd.video", 250)
+    assert await translator.translate(text, discord.Locale.french, context) is None
+    assert await translator.translate(text, discord.Locale.american_english, context) is None
+    plain = app_commands.locale_str("video")
+    assert await translator.translate(plain, discord.Locale.japanese, context) is None
