@@ -25,6 +25,11 @@ def nonce_for(job: Job) -> str:
     return f"video-job-{job.id}"
 
 
+def _final_refusal(exc: discord.HTTPException) -> bool:
+    """A 4xx that retrying will not change (no access, unknown user, DMs closed); 413 is handled apart."""
+    return isinstance(exc, _REFUSED) or (400 <= exc.status < 500 and exc.status not in (413, 429))
+
+
 def _too_large(exc: discord.HTTPException) -> bool:
     return exc.status == 413 or exc.code == 40005
 
@@ -72,7 +77,9 @@ class DiscordDelivery:
         try:
             dm = await self._client.create_dm(discord.Object(id=job.user_id))
             message = await dm.send(**self._video_message(job, upload, compressed, via_dm=True))
-        except _REFUSED as exc:
+        except discord.HTTPException as exc:
+            if not _final_refusal(exc):
+                raise
             raise Undeliverable(f"the channel and the requester's DMs both refused ({exc.text})") from exc
         return Delivery(channel_id=message.channel.id, message_id=message.id, compressed=compressed, via_dm=True)
 

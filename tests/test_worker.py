@@ -1,0 +1,590 @@
+"""The job worker against the service simulator over loopback, with a recording Deliverer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bot.simulator import SimulatorConfig, VideoServiceSimulator
+from bot.simulator.app import DEFAULT_VIDEO_PATH, JOBS_PREFIX
+from bot.store import Job, JobState, JobStore
+from bot.video_client import RetryPolicy
+from bot.worker import Deliverer, JobWorker, Undeliverable, WorkerConfig
+from tests.conftest import SIM_KEY
+from tests.worker_helpers import (
+    PRICE_YEN,
+    RecordingDeliverer,
+    ShiftedClock,
+    TimedClient,
+    TimedRequestLog,
+    new_job,
+    submit,
+    wait_for_states,
+    wait_until,
+)
+
+S = JobState
+INTERVAL = 0.1
+# Float rounding between the wall clock that schedules polls and the monotonic clock that times them.
+TOLERANCE = 0.002
+SAMPLE = DEFAULT_VIDEO_PATH.read_bytes()
+FAST = RetryPolicy(attempts=3, total_seconds=5, base_delay=0.02, max_delay=0.05)
+
+SimulatorFactory = Callable[..., Awaitable[VideoServiceSimulator]]
+
+
+@pytest.fixture
+async def make_simulator() -> AsyncIterator[SimulatorFactory]:
+    started: list[VideoServiceSimulator] = []
+
+    async def make(**config: Any) -> VideoServiceSimulator:
+        options: dict[str, Any] = {"api_key": SIM_KEY, "job_seconds": 0.4, "max_budget": None, **config}
+        sim = VideoServiceSimulator(SimulatorConfig(**options))
+        sim.requests_log = TimedRequestLog()
+        await sim.start()
+        started.append(sim)
+        return sim
+
+    yield make
+    for sim in started:
+        await sim.stop()
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "jobs.sqlite3"
+
+
+@pytest.fixture
+async def store(db_path: Path) -> AsyncIterator[JobStore]:
+    store = await JobStore.open(db_path)
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+def storage_dir(tmp_path: Path) -> Path:
+    return tmp_path / "videos"
+
+
+def client_for(sim: VideoServiceSimulator, http: aiohttp.ClientSession) -> TimedClient:
+    return TimedClient(http, sim.base_url, SIM_KEY, timeout_seconds=2, create_retry=FAST, read_retry=FAST)
+
+
+WorkerFactory = Callable[..., JobWorker]
+
+
+@pytest.fixture
+async def make_worker(storage_dir: Path) -> AsyncIterator[WorkerFactory]:
+    workers: list[JobWorker] = []
+
+    def make(
+        store: JobStore,
+        client: TimedClient,
+        deliverer: Deliverer,
+        *,
+        clock: Callable[[], float] = time.time,
+        **config: Any,
+    ) -> JobWorker:
+        options: dict[str, Any] = {
+            "storage_dir": storage_dir,
+            "poll_interval": INTERVAL,
+            "retry_delays": (0.05,),
+            "idle_wake": 0.5,
+            **config,
+        }
+        worker = JobWorker(store, client, deliverer, WorkerConfig(**options), clock=clock)
+        workers.append(worker)
+        return worker
+
+    yield make
+    for worker in workers:
+        await worker.stop()
+
+
+def spacings(starts: list[float]) -> list[float]:
+    return [later - earlier for earlier, later in pairwise(starts)]
+
+
+def max_in_flight(client: TimedClient) -> int:
+    edges = sorted([(c.started, 1) for c in client.status_calls] + [(c.ended, -1) for c in client.status_calls])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+# -- the happy path ---------------------------------------------------------------------------------
+
+
+async def test_one_job_end_to_end(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=0.45)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    job = await submit(store, client)
+    worker = make_worker(store, client, deliverer)
+    worker.start()
+
+    [done] = await wait_for_states(store, [job.id], [S.DELIVERED])
+
+    assert [d.data for d in deliverer.deliveries] == [SAMPLE]
+    assert deliverer.deliveries[0].state == S.DOWNLOADED
+    assert done.delivered_message_id == 1 and done.delivered_channel_id == job.channel_id
+    assert done.charged_yen == PRICE_YEN and sim.spend == PRICE_YEN
+    assert (sim.creates_received, sim.download_requests) == (1, 1)
+    assert [c.outcome for c in client.status_calls][-1] == "completed"
+    assert {"pending", "in_progress"} <= {c.outcome for c in client.status_calls}
+    assert deliverer.announcements == []
+    # Delivered, so the local copy is gone (keep_delivered_videos is off by default).
+    assert done.file_path is not None and not Path(done.file_path).exists()
+
+
+async def test_fifty_concurrent_jobs(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=0.3, job_seconds_max=0.6)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    jobs = [await submit(store, client, new_job(prompt=f"scene {n}")) for n in range(50)]
+    started = time.monotonic()
+    worker = make_worker(store, client, deliverer, max_concurrency=8)
+    worker.start()
+
+    done = await wait_for_states(store, [j.id for j in jobs], [S.DELIVERED], timeout=20)
+    elapsed = time.monotonic() - started
+
+    assert elapsed < 8, f"50 short jobs took {elapsed:.1f} s"
+    assert (sim.creates_received, sim.creates_accepted, sim.download_requests) == (50, 50, 50)
+    assert sorted(d.job_id for d in deliverer.deliveries) == sorted(j.id for j in jobs)
+    assert all(d.data == SAMPLE for d in deliverer.deliveries)
+    assert sum(j.charged_yen for j in done) == sim.spend == 50 * PRICE_YEN
+    assert max_in_flight(client) <= 8
+    assert client.overlapping_polls() == []
+    starts = client.starts_by_job()
+    assert set(starts) == {j.service_job_id for j in jobs}
+    for service_id, times in starts.items():
+        assert min(spacings(times), default=INTERVAL) >= INTERVAL - TOLERANCE, service_id
+
+
+async def test_poll_spacing_never_below_interval_when_polls_queue(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    """Few slots and many jobs: a poll that waited for a slot must not bring the next one closer."""
+    sim = await make_simulator(job_seconds=1.0)
+    client = client_for(sim, http)
+    jobs = [await submit(store, client, new_job(prompt=f"scene {n}")) for n in range(12)]
+    worker = make_worker(store, client, RecordingDeliverer(), max_concurrency=2)
+    worker.start()
+
+    async def pester() -> None:
+        # New jobs being recorded wake the worker at any moment; that must not add polls.
+        while True:
+            worker.wake()
+            await asyncio.sleep(0.005)
+
+    pesterer = asyncio.create_task(pester())
+    try:
+        await wait_for_states(store, [j.id for j in jobs], [S.DELIVERED], timeout=15)
+    finally:
+        pesterer.cancel()
+
+    starts = client.starts_by_job()
+    assert all(len(times) >= 4 for times in starts.values()), {k: len(v) for k, v in starts.items()}
+    closest = min(min(spacings(times)) for times in starts.values())
+    assert closest >= INTERVAL - TOLERANCE, f"two polls of one job {closest * 1000:.1f} ms apart"
+
+
+async def test_a_slow_answer_is_never_overtaken_by_a_second_poll(
+    make_simulator: SimulatorFactory,
+    http: aiohttp.ClientSession,
+    store: JobStore,
+    make_worker: WorkerFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Status answers slower than the interval: one request per job at a time, and no bogus transitions."""
+    sim = await make_simulator(job_seconds=0.5)
+    client = client_for(sim, http)
+    client.status_latency = INTERVAL * 2.5
+    deliverer = RecordingDeliverer()
+    jobs = [await submit(store, client, new_job(prompt=f"scene {n}")) for n in range(3)]
+    worker = make_worker(store, client, deliverer)
+    worker.start()
+
+    await wait_for_states(store, [j.id for j in jobs], [S.DELIVERED])
+    assert client.overlapping_polls() == []
+    assert sorted(d.job_id for d in deliverer.deliveries) == sorted(j.id for j in jobs)
+    assert [r for r in caplog.records if r.levelname == "ERROR"] == []
+    starts = client.starts_by_job()
+    assert min(min(spacings(times)) for times in starts.values()) >= INTERVAL - TOLERANCE
+
+
+async def test_429_with_retry_after_pauses_all_polling(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=1.6)
+    log = sim.requests_log
+    assert isinstance(log, TimedRequestLog)
+    client = client_for(sim, http)
+    jobs = [await submit(store, client, new_job(prompt=f"scene {n}")) for n in range(5)]
+    worker = make_worker(store, client, RecordingDeliverer())
+    worker.start()
+
+    async def polled_twice() -> bool:
+        return len(client.status_calls) >= 10
+
+    await wait_until(polled_twice)
+    sim.inject("status", 429, retry_after=0.5)
+
+    async def limited() -> bool:
+        return any(c.outcome == "RateLimited" for c in client.status_calls)
+
+    await wait_until(limited)
+    told = next(c for c in client.status_calls if c.outcome == "RateLimited")
+    await asyncio.sleep(0.7)
+
+    # Nothing left the bot during the pause…
+    resumed = [c.started for c in client.status_calls if c.started >= told.ended]
+    assert resumed, "polling never resumed"
+    assert min(resumed) - told.ended >= 0.5 - TOLERANCE
+    assert min(resumed) - told.ended < 0.5 + INTERVAL + 0.1, "polling resumed much later than Retry-After"
+    # …and nothing reached the service, apart from requests already on the wire when the 429 came back.
+    window = [at for at, _ in log.arrivals(JOBS_PREFIX) if told.ended + 0.05 <= at < told.ended + 0.5 - TOLERANCE]
+    assert window == []
+
+    await wait_for_states(store, [j.id for j in jobs], [S.DELIVERED], timeout=10)
+
+
+async def test_429_without_retry_after_uses_the_configured_backoff(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=0.8)
+    client = client_for(sim, http)
+    job = await submit(store, client)
+    sim.inject("status", 429)
+    worker = make_worker(store, client, RecordingDeliverer(), rate_limit_backoff=0.4)
+    worker.start()
+
+    await wait_for_states(store, [job.id], [S.DELIVERED])
+    first, second = client.status_calls[:2]
+    assert first.outcome == "RateLimited"
+    assert second.started - first.ended >= 0.4 - TOLERANCE
+
+
+# -- failures ---------------------------------------------------------------------------------------
+
+
+async def test_failed_job_is_announced_once_with_its_id_and_not_resubmitted(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=0.3, fail_rate=1.0)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    job = await submit(store, client)
+    worker = make_worker(store, client, deliverer)
+    worker.start()
+
+    [failed] = await wait_for_states(store, [job.id], [S.FAILED])
+    polls = len(client.status_calls)
+    await asyncio.sleep(INTERVAL * 4)
+
+    assert [(a.event, a.service_job_id) for a in deliverer.announcements] == [("failed", job.service_job_id)]
+    assert len(client.status_calls) == polls, "a failed job is not polled any more"
+    assert (sim.creates_received, sim.download_requests) == (1, 0)
+    assert deliverer.delivery_attempts == []
+    assert failed.charged_yen == PRICE_YEN and failed.finished_at is not None
+
+
+async def test_download_retried_after_server_errors(
+    make_simulator: SimulatorFactory,
+    http: aiohttp.ClientSession,
+    store: JobStore,
+    make_worker: WorkerFactory,
+    storage_dir: Path,
+) -> None:
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    job = await submit(store, client)
+    # Three 5xx answers exhaust the client's own retries; the worker then tries the download again.
+    sim.inject("download", 503, times=4)
+    worker = make_worker(store, client, deliverer)
+    worker.start()
+
+    await wait_for_states(store, [job.id], [S.DELIVERED])
+    assert sim.download_requests == 5
+    assert [d.data for d in deliverer.deliveries] == [SAMPLE]
+    assert list(storage_dir.glob("*.part")) == []
+    assert sim.creates_received == 1
+
+
+async def test_transient_delivery_errors_are_retried(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    deliverer.fail_next(2, ConnectionResetError("Discord went away"))
+    job = await submit(store, client)
+    worker = make_worker(store, client, deliverer)
+    worker.start()
+
+    [done] = await wait_for_states(store, [job.id], [S.DELIVERED])
+    assert len(deliverer.delivery_attempts) == 3
+    assert len(deliverer.deliveries) == 1
+    assert deliverer.announcements == []
+    assert sim.download_requests == 1, "a failed upload does not download again"
+    assert done.file_path is not None and not Path(done.file_path).exists()
+
+
+async def test_undeliverable_job_keeps_its_file_and_tells_the_requester(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    deliverer.fail_next(1, Undeliverable("the channel and the DMs are closed"))
+    job = await submit(store, client)
+    worker = make_worker(store, client, deliverer)
+    worker.start()
+
+    [stuck] = await wait_for_states(store, [job.id], [S.UNDELIVERABLE])
+    await asyncio.sleep(0.2)
+    assert len(deliverer.delivery_attempts) == 1, "a final refusal is not retried"
+    assert deliverer.events_for(job.id) == ["undeliverable"]
+    assert stuck.last_error == "the channel and the DMs are closed"
+    assert stuck.file_path is not None and Path(stuck.file_path).read_bytes() == SAMPLE
+
+
+@pytest.mark.parametrize("keep", [False, True])
+async def test_local_file_after_delivery(
+    make_simulator: SimulatorFactory,
+    http: aiohttp.ClientSession,
+    store: JobStore,
+    make_worker: WorkerFactory,
+    keep: bool,
+) -> None:
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    job = await submit(store, client)
+    worker = make_worker(store, client, RecordingDeliverer(), keep_delivered_videos=keep)
+    worker.start()
+
+    [done] = await wait_for_states(store, [job.id], [S.DELIVERED])
+    assert done.file_path is not None
+    assert Path(done.file_path).exists() is keep
+
+
+# -- slow and stalled jobs --------------------------------------------------------------------------
+
+
+async def test_slow_notice_once_then_stalled_after_six_hours(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    """The real thresholds (30 min, 6 h) on a clock the test moves forward."""
+    sim = await make_simulator(job_seconds=600)
+    client = client_for(sim, http)
+    clock = ShiftedClock()
+    deliverer = RecordingDeliverer(clock=clock)
+    job = await submit(store, client)
+    worker = make_worker(store, client, deliverer, clock=clock)
+
+    async def polls_after(count: int, extra: int) -> None:
+        async def enough() -> bool:
+            return len(client.status_calls) >= count + extra
+
+        await wait_until(enough)
+
+    clock.offset = 29 * 60
+    worker.start()
+    await polls_after(0, 3)
+    assert deliverer.announcements == []
+
+    clock.offset = 31 * 60
+    await polls_after(len(client.status_calls), 4)
+    assert deliverer.events_for(job.id) == ["slow"], "told once, however many polls follow"
+    assert (await store.get(job.id)).slow_notice_sent
+    assert (await store.get(job.id)).state in (S.PENDING, S.IN_PROGRESS)
+
+    clock.offset = 6 * 3600 + 1
+    [stalled] = await wait_for_states(store, [job.id], [S.STALLED])
+    polls = len(client.status_calls)
+    await asyncio.sleep(INTERVAL * 4)
+    assert deliverer.events_for(job.id) == ["slow", "stalled"]
+    assert len(client.status_calls) == polls, "a stalled job is not polled any more"
+    assert stalled.last_error and sim.creates_received == 1
+
+
+# -- progress edits of the /video reply ---------------------------------------------------------------
+
+
+async def test_progress_edits_on_state_changes_while_the_token_lives(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=0.6)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    job = await submit(
+        store, client, new_job(interaction_token="token", interaction_expires_at=time.time() + 15 * 60)
+    )
+    worker = make_worker(store, client, deliverer)
+    worker.start()
+
+    await wait_for_states(store, [job.id], [S.DELIVERED])
+    assert len(client.status_calls) >= 5, "several polls saw no change"
+    assert deliverer.progress_states(job.id) == [S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED, S.DELIVERED]
+
+
+async def test_a_stall_inside_the_token_lifetime_is_shown(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=600)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    job = await submit(
+        store, client, new_job(interaction_token="token", interaction_expires_at=time.time() + 15 * 60)
+    )
+    worker = make_worker(store, client, deliverer, slow_after=0.2, give_up_after=0.4)
+    worker.start()
+
+    await wait_for_states(store, [job.id], [S.STALLED])
+    assert deliverer.events_for(job.id) == ["slow", "stalled"]
+    assert deliverer.progress_states(job.id)[-1] == S.STALLED
+
+
+async def test_no_progress_edits_once_the_token_expired(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=1.2)
+    client = client_for(sim, http)
+    clock = ShiftedClock()
+    deliverer = RecordingDeliverer(clock=clock)
+    expires_at = time.time() + 15 * 60
+    job = await submit(store, client, new_job(interaction_token="token", interaction_expires_at=expires_at))
+    tokenless = await submit(store, client, new_job(prompt="no interaction"))
+    worker = make_worker(store, client, deliverer, clock=clock)
+    worker.start()
+
+    async def in_progress_shown() -> bool:
+        return S.IN_PROGRESS in deliverer.progress_states(job.id)
+
+    await wait_until(in_progress_shown)
+    clock.offset = 15 * 60 + 1  # the interaction token is now dead
+    await wait_for_states(store, [job.id, tokenless.id], [S.DELIVERED])
+
+    assert deliverer.progress_states(job.id) == [S.IN_PROGRESS]
+    assert all(edit.at < expires_at for edit in deliverer.progress)
+    assert deliverer.progress_states(tokenless.id) == []
+    assert len(deliverer.deliveries) == 2
+
+
+# -- restarts -----------------------------------------------------------------------------------------
+
+
+async def _completed_at_service(sim: VideoServiceSimulator, job: Job) -> None:
+    assert job.service_job_id is not None
+    remote = sim.jobs[job.service_job_id]
+    await asyncio.sleep(max(0.0, remote.completed_at - time.monotonic()) + 0.01)
+
+
+@pytest.mark.parametrize("state", ["submitting", "pending", "completed", "downloaded"])
+async def test_restart_resumes_without_a_second_create(
+    make_simulator: SimulatorFactory,
+    http: aiohttp.ClientSession,
+    db_path: Path,
+    storage_dir: Path,
+    make_worker: WorkerFactory,
+    state: str,
+) -> None:
+    sim = await make_simulator(job_seconds=0.3)
+    client = client_for(sim, http)
+
+    # Before the restart: the state as the bot left it on disk.
+    before = await JobStore.open(db_path)
+    job = await before.add_submission(new_job())
+    remote = await client.create(job.prompt, job.seed)
+    if state != "submitting":
+        job = await before.mark_accepted(job.id, remote.id, PRICE_YEN, next_poll_at=time.time())
+    if state in ("completed", "downloaded"):
+        await _completed_at_service(sim, job)
+        job = await before.transition(job.id, S.COMPLETED, finished_at=time.time())
+    if state == "downloaded":
+        destination = storage_dir / f"{job.id}.mp4"
+        await client.download(remote.id, destination)
+        job = await before.transition(job.id, S.DOWNLOADED, file_path=str(destination))
+    await before.close()
+    creates, downloads = sim.creates_received, sim.download_requests
+    assert creates == 1
+
+    # After: a fresh store on the same file, the start-up recovery, a fresh worker.
+    after = await JobStore.open(db_path)
+    deliverer = RecordingDeliverer()
+    worker = make_worker(after, client, deliverer)
+    try:
+        recovered = await after.recover_interrupted_submissions()
+        worker.start()
+        if state == "submitting":
+            assert [j.id for j in recovered] == [job.id]
+            await asyncio.sleep(INTERVAL * 5)
+            assert (await after.get(job.id)).state == S.UNKNOWN
+            assert deliverer.delivery_attempts == [] and client.status_calls == []
+        else:
+            assert recovered == []
+            [done] = await wait_for_states(after, [job.id], [S.DELIVERED])
+            assert [d.data for d in deliverer.deliveries] == [SAMPLE]
+            assert done.service_job_id == remote.id and done.charged_yen == PRICE_YEN
+            if state == "pending":
+                assert sim.download_requests == downloads + 1
+            if state == "completed":
+                assert client.status_calls == [], "a completed job is downloaded without asking again"
+                assert sim.download_requests == downloads + 1
+            if state == "downloaded":
+                assert client.status_calls == [] and sim.download_requests == downloads
+        assert sim.creates_received == creates
+    finally:
+        await worker.stop()
+        await after.close()
+
+
+async def test_restart_mid_polling_picks_up_where_it_stopped(
+    make_simulator: SimulatorFactory,
+    http: aiohttp.ClientSession,
+    db_path: Path,
+    make_worker: WorkerFactory,
+) -> None:
+    sim = await make_simulator(job_seconds=0.9)
+    client = client_for(sim, http)
+    first_store = await JobStore.open(db_path)
+    job = await submit(first_store, client)
+    first = make_worker(first_store, client, RecordingDeliverer())
+    first.start()
+    await wait_for_states(first_store, [job.id], [S.IN_PROGRESS])
+    await first.stop()
+    await first_store.close()
+
+    second_store = await JobStore.open(db_path)
+    deliverer = RecordingDeliverer()
+    second = make_worker(second_store, client, deliverer)
+    try:
+        second.start()
+        await wait_for_states(second_store, [job.id], [S.DELIVERED])
+        assert [d.job_id for d in deliverer.deliveries] == [job.id]
+        assert (sim.creates_received, sim.download_requests) == (1, 1)
+    finally:
+        await second.stop()
+        await second_store.close()
