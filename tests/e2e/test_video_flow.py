@@ -181,3 +181,21 @@ async def test_the_api_key_appears_nowhere(
     assert sent and all(SIM_KEY not in text for text in sent)
     assert "bad key" in bot.log() or any("bad key" in text for text in sent)
     assert SIM_KEY not in bot.log()
+
+
+async def test_commands_sync_only_when_changed_and_sync_forces_it(
+    bot: BotProcess, double: DiscordDouble, service: VideoServiceSimulator
+) -> None:
+    def puts() -> int:
+        return sum(1 for r in double.requests if r.method == "PUT" and "/commands" in r.path)
+
+    await bot.start()
+    assert puts() == 1
+    assert await bot.stop() == 0
+    await bot.start()
+    assert puts() == 1 and "slash commands unchanged" in bot.log()
+    assert await bot.stop() == 0
+    await bot.start("sync")
+    assert await bot.wait_exit() == 0
+    assert puts() == 2
+    assert {c["name"] for c in double.synced_commands[double.guild_id]} == {"video", "status", "balance"}
