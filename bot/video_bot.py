@@ -14,7 +14,7 @@ from bot.delivery import DiscordDelivery
 from bot.health import write_heartbeat
 from bot.i18n import CatalogueTranslator
 from bot.models import DEFAULT_MODEL
-from bot.pacing import Pacer
+from bot.pacing import service_pacer
 from bot.settings import Settings
 from bot.store import JobStore
 from bot.tree import VideoCommandTree
@@ -63,7 +63,7 @@ class VideoBot(commands.Bot):
             settings.video_api_base_url,
             settings.video_api_key,
             timeout_seconds=settings.http_timeout_seconds,
-            pacer=Pacer(settings.max_requests_per_second, burst=max(1, int(settings.max_requests_per_second))),
+            pacer=service_pacer(settings.max_requests_per_second),
         )
         self.worker = JobWorker(
             self.store,

@@ -236,7 +236,8 @@ class VideoServiceClient:
                             out.write(chunk)
                             size += len(chunk)
                         out.flush()
-                        os.fsync(out.fileno())
+                        # Waiting for the disk takes milliseconds per MiB: keep it off the event loop.
+                        await asyncio.to_thread(os.fsync, out.fileno())
                     if response.content_length is not None and size != response.content_length:
                         raise ServiceUnreachable("the video download ended early")
                     os.replace(partial, destination)

@@ -1,0 +1,43 @@
+"""This process's resident memory, read from /proc (Linux), with getrusage as the fallback."""
+
+from __future__ import annotations
+
+import re
+import resource
+import sys
+from pathlib import Path
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        match = re.search(rf"^{field}:\s+(\d+) kB", _STATUS.read_text(), re.MULTILINE)
+    except OSError:
+        return None
+    return int(match.group(1)) if match else None
+
+
+def rss_kib() -> int:
+    """Resident memory now."""
+    now = _status_kib("VmRSS")
+    return now if now is not None else peak_rss_kib()
+
+
+def peak_rss_kib() -> int:
+    """Peak resident memory since start, or since the last reset_peak()."""
+    peak = _status_kib("VmHWM")
+    if peak is not None:
+        return peak
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss // 1024 if sys.platform == "darwin" else maxrss  # macOS reports bytes
+
+
+def reset_peak() -> bool:
+    """Start a new peak from the current RSS (Linux >= 4.0); False where that is not possible."""
+    try:
+        _CLEAR_REFS.write_text("5")
+    except OSError:
+        return False
+    return True

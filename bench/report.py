@@ -1,0 +1,371 @@
+"""From what the two processes of each run measured to production-equivalent figures, targets and Markdown."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from bench.scenarios import Scenario
+from bench.timescale import POLL_INTERVAL_S, UNBOUND_PACER_PER_S, TimeScale, bot_burst
+
+#: "Near zero" 429s: at most this share of the requests sent.
+NEAR_ZERO_429_SHARE = 0.001
+MAX_WALL_SECONDS = 300.0
+MIB = 1024 * 1024
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _burst(scenario: Scenario) -> int | None:
+    if scenario.pacer_rate is None:
+        return None
+    return scenario.pacer_burst if scenario.pacer_burst is not None else bot_burst(scenario.pacer_rate)
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def summarise(scenario: Scenario, bot: Mapping[str, Any], sim: Mapping[str, Any], scale: TimeScale) -> dict[str, Any]:
+    """One run's figures, durations in production-equivalent seconds."""
+    interval = POLL_INTERVAL_S
+    jobs = scenario.jobs
+    requests: Mapping[str, int] = sim["requests"]
+    refused: Mapping[str, int] = sim["responses_429"]
+    status_requests = requests.get("status", 0)
+    deliveries: Mapping[str, float] = bot["deliveries"]
+    sim_jobs: Sequence[Mapping[str, Any]] = sim["jobs"]
+    lags = [
+        scale.production(deliveries[job["id"]] - job["completed_at"]) for job in sim_jobs if job["id"] in deliveries
+    ]
+    # The lag in two parts: until a status answer says completed, then until the sink has the video.
+    detect = [
+        scale.production(job["seen_completed_at"] - job["completed_at"])
+        for job in sim_jobs
+        if job.get("seen_completed_at") is not None
+    ]
+    post = [
+        scale.production(deliveries[job["id"]] - job["seen_completed_at"])
+        for job in sim_jobs
+        if job.get("seen_completed_at") is not None and job["id"] in deliveries
+    ]
+    # A job needs at least one poll per interval it runs; durations are compared in run seconds.
+    floors = [math.ceil(job["duration"] / scale.seconds(interval) - 1e-9) for job in sim_jobs]
+    wall = bot["finished_at"] - bot["started_at"]
+    lag_p50, lag_p95, lag_p99 = (percentile(lags, q) for q in (0.50, 0.95, 0.99))
+    status_per_job = status_requests / jobs
+    floor_per_job = _mean(floors)
+    return {
+        "name": scenario.name,
+        "group": scenario.group,
+        "loop": scenario.loop,
+        "jobs": jobs,
+        "k": scale.k,
+        "interval_s": interval,
+        "job_seconds": list(scenario.job_seconds),
+        "platform_limit_per_s": scenario.platform_limit,
+        "max_requests_per_second": scenario.pacer_rate,
+        "pacer_burst": _burst(scenario),
+        "max_concurrency": scenario.max_concurrency if scenario.loop == "ours" else 1,
+        "video_bytes": scenario.video_bytes,
+        "accepted": bot["accepted"],
+        "delivered": len(deliveries),
+        "duplicate_deliveries": bot["duplicates"],
+        "timed_out": bot["timed_out"],
+        "final_states": bot["states"],
+        "status_requests": status_requests,
+        "status_per_job": _round(status_per_job),
+        "floor_per_job": _round(floor_per_job),
+        "status_over_floor": _round(status_per_job - floor_per_job if floor_per_job is not None else None),
+        "creates_per_job": _round(sim["creates_accepted"] / jobs),
+        "create_requests_per_job": _round(requests.get("create", 0) / jobs),
+        "downloads_per_job": _round(requests.get("download", 0) / jobs),
+        "requests_sent": sum(requests.values()),
+        "responses_429": sum(refused.values()),
+        "responses_429_by_endpoint": dict(refused),
+        "lag_p50_s": _round(lag_p50, 2),
+        "lag_p95_s": _round(lag_p95, 2),
+        "lag_p99_s": _round(lag_p99, 2),
+        "lag_max_s": _round(max(lags) if lags else None, 2),
+        "detect_p50_s": _round(percentile(detect, 0.50), 2),
+        "detect_p99_s": _round(percentile(detect, 0.99), 2),
+        "post_p50_s": _round(percentile(post, 0.50), 2),
+        "post_p99_s": _round(percentile(post, 0.99), 2),
+        "lag_p50_x": _round(lag_p50 / interval if lag_p50 is not None else None),
+        "lag_p95_x": _round(lag_p95 / interval if lag_p95 is not None else None),
+        "lag_p99_x": _round(lag_p99 / interval if lag_p99 is not None else None),
+        "peak_rss_mib": _round(bot["peak_rss_kib"] / 1024, 1),
+        "start_rss_mib": _round(bot["rss_start_kib"] / 1024, 1),
+        "run_peak_rss_mib": _round(bot["run_peak_kib"] / 1024, 1) if bot["run_peak_kib"] is not None else None,
+        "cpu_s": _round(bot["cpu_s"]),
+        "cpu_ms_per_poll": _round(1000 * bot["cpu_s"] / status_requests if status_requests else None),
+        # Share of one core the bot used while running: well below 1 means the loop was not CPU-bound.
+        "cpu_busy": _round(bot["cpu_s"] / wall if wall > 0 else None),
+        "db_bytes_per_job": round(bot["db_bytes"] / jobs),
+        "span_s": _round(scale.production(wall), 1),
+        "run_wall_s": _round(wall, 2),
+    }
+
+
+@dataclass(frozen=True)
+class Target:
+    what: str
+    measured: str
+    limit: str
+    passed: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {"target": self.what, "measured": self.measured, "limit": self.limit, "pass": self.passed}
+
+
+def _ratio(ours: float | None, theirs: float | None) -> float | None:
+    if ours is None or theirs is None or theirs == 0:
+        return None
+    return round(ours / theirs, 3)
+
+
+RATIO_METRICS = (
+    "status_per_job", "responses_429", "lag_p50_s", "lag_p99_s", "peak_rss_mib", "cpu_ms_per_poll", "cpu_s"
+)
+
+
+def add_comparisons(runs: list[dict[str, Any]]) -> None:
+    """Ours against the baseline of the same group, as ours / baseline."""
+    baselines = {run["group"]: run for run in runs if run["loop"] == "baseline"}
+    for run in runs:
+        baseline = baselines.get(run["group"])
+        if run["loop"] == "ours" and baseline is not None:
+            run["vs_baseline"] = {metric: _ratio(run[metric], baseline[metric]) for metric in RATIO_METRICS}
+
+
+def _le(value: float | None, limit: float) -> bool:
+    return value is not None and value <= limit
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def add_targets(runs: list[dict[str, Any]], large: int) -> None:
+    """The issue's targets, attached to the runs of ours they apply to."""
+    interval = POLL_INTERVAL_S
+    downloads = {run["name"]: run for run in runs if run["group"] == "download"}
+    for run in runs:
+        if run["loop"] != "ours":
+            continue
+        targets: list[Target] = []
+        if run["group"] != "download":
+            targets += [
+                Target("one create per job", _fmt(run["creates_per_job"], 3), "= 1", run["creates_per_job"] == 1),
+                Target("one download per job", _fmt(run["downloads_per_job"], 3), "= 1", run["downloads_per_job"] == 1),
+                Target("every job delivered", f"{run['delivered']} of {run['jobs']}", f"= {run['jobs']}",
+                       run["delivered"] == run["jobs"] and run["duplicate_deliveries"] == 0),
+            ]
+        if run["platform_limit_per_s"] is None and run["group"] != "download":
+            floor = run["floor_per_job"] or 0.0
+            targets += [
+                Target("status requests per job", _fmt(run["status_per_job"]), f"<= floor + 1 = {floor + 1:.2f}",
+                       _le(run["status_per_job"], floor + 1)),
+                Target("lag p99", f"{_fmt(run['lag_p99_s'], 1)} s", f"<= {1.25 * interval:.1f} s (1.25 x interval)",
+                       _le(run["lag_p99_s"], 1.25 * interval)),
+                Target("lag p50", f"{_fmt(run['lag_p50_s'], 1)} s", f"<= {0.6 * interval:.1f} s (0.6 x interval)",
+                       _le(run["lag_p50_s"], 0.6 * interval)),
+                Target("CPU per status poll", f"{_fmt(run['cpu_ms_per_poll'], 3)} ms", "<= 2 ms",
+                       _le(run["cpu_ms_per_poll"], 2.0)),
+            ]
+            if run["jobs"] >= large:
+                targets.append(Target("peak RSS", f"{_fmt(run['peak_rss_mib'], 1)} MiB", "<= 150 MiB",
+                                      _le(run["peak_rss_mib"], 150.0)))
+        if run["platform_limit_per_s"] is not None:
+            allowed = run["max_requests_per_second"]
+            share = run["responses_429"] / max(1, run["requests_sent"])
+            # One round of polls takes jobs / rate; below one interval (tiny runs) the interval is the floor.
+            round_s = max(interval, run["jobs"] / allowed)
+            bound = 1.25 * round_s
+            targets += [
+                Target("429 responses", f"{run['responses_429']} ({100 * share:.2f} % of {run['requests_sent']})",
+                       f"near zero: <= {100 * NEAR_ZERO_429_SHARE:.1f} % of requests",
+                       share <= NEAR_ZERO_429_SHARE),
+                Target("lag p99 under the limit", f"{_fmt(run['lag_p99_s'], 1)} s",
+                       f"<= {bound:.1f} s (1.25 x {round_s:g} s: {run['jobs']} jobs / {allowed:g} per s)",
+                       _le(run["lag_p99_s"], bound)),
+            ]
+        if run["name"] == "download-9mib" and "download-100kib" in downloads:
+            small = downloads["download-100kib"]
+            growth = run["peak_rss_mib"] - small["peak_rss_mib"]
+            targets.append(Target("peak RSS, 9 MiB over 100 KiB download", f"{growth:+.1f} MiB", "< 2 MiB",
+                                  growth < 2.0))
+            if run["run_peak_rss_mib"] is not None and small["run_peak_rss_mib"] is not None:
+                phase = (run["run_peak_rss_mib"] - run["start_rss_mib"]) - (
+                    small["run_peak_rss_mib"] - small["start_rss_mib"]
+                )
+                targets.append(Target("RSS growth while downloading, 9 MiB over 100 KiB", f"{phase:+.1f} MiB",
+                                      "< 2 MiB", phase < 2.0))
+        run["targets"] = [target.as_json() for target in targets]
+
+
+def machine() -> dict[str, Any]:
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "os": platform.platform(terse=True),
+        "aiohttp": aiohttp.__version__,
+        "sqlite": sqlite3.sqlite_version,
+    }
+
+
+def _cell(run: Mapping[str, Any], key: str, digits: int = 2) -> str:
+    value = run.get(key)
+    if value is None:
+        return "-"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def _lag(run: Mapping[str, Any], q: str) -> str:
+    seconds, multiple = run.get(f"lag_{q}_s"), run.get(f"lag_{q}_x")
+    if seconds is None or multiple is None:
+        return "-"
+    return f"{seconds:.1f} s ({multiple:.2f}x)"
+
+
+def _limit(run: Mapping[str, Any]) -> tuple[str, str]:
+    platform_limit = run["platform_limit_per_s"]
+    pacer = run["max_requests_per_second"]
+    paced = f"{pacer:g}/s, burst {run['pacer_burst']}" if pacer is not None else "none"
+    if run["loop"] == "baseline":
+        paced += " (submissions only)"
+    return f"{platform_limit:g}/s" if platform_limit is not None else "none", paced
+
+
+def _method(runs: Sequence[Mapping[str, Any]], k: float) -> list[str]:
+    interval = POLL_INTERVAL_S
+    latency = max((run.get("service_latency_ms") or 0.0) for run in runs) if runs else 0.0
+    network = (
+        f"every answer is delayed by {latency:g} ms" if latency else
+        f"loopback only (a round trip of about 1 ms of run time counts as about {k:g} ms)"
+    )
+    return [
+        "## Method",
+        "",
+        f"- Time is compressed by K = {k:g}: job times, the {interval:g} s poll interval, timeouts and back-offs "
+        f"are divided by K and rates multiplied by K. Figures are converted back to production seconds.",
+        "- Every run is two fresh processes: the service simulator, and the bot's side (the real `JobWorker`, "
+        "`JobStore` on a temporary SQLite file and `VideoServiceClient`, with a recording sink in place of "
+        "Discord). CPU and memory are the bot's process alone; it loads discord.py and every bot module, "
+        "so its memory starts where the bot's does.",
+        "- All jobs are submitted at once through the client's `create`, recorded as the bot records them "
+        f"(first poll one interval after acceptance). Durations are uniform in 60 to 180 s, the same in every run "
+        f"(seed 0); the service network is {network}.",
+        "- The platform limit counts every request over a sliding window of one production second (1/K s of "
+        "run time), and answers 429 with `Retry-After` of one production second.",
+        "- Ours paces with the bot's `Pacer`, built as the bot builds it (burst shown). Where the platform has "
+        f"no limit, the pacer is set to {UNBOUND_PACER_PER_S:g}/s, twice what 1,000 jobs need, so it does not bind.",
+        "- The baseline, every tick, polls each active job one after the other and downloads and delivers the "
+        "finished ones inline; a 429 just waits for the next tick. It submits through the same paced client, "
+        "but its loop is not paced.",
+        "- Lag: from the moment the service completes a job to the sink receiving the video; `detect` is the "
+        "part until a status answer says completed, `post` the rest (download, records, hand-over).",
+        "- CPU per poll: all of the bot's CPU time during the run (creates, polls, downloads, database) divided "
+        "by the status requests. CPU busy: the share of one core used, well below 1 when the loop is not "
+        "CPU-bound. Floor: `ceil(duration / interval)` status requests per job. DB bytes per job: the SQLite "
+        "file after the run.",
+        "",
+    ]
+
+
+def render_markdown(runs: Sequence[Mapping[str, Any]], host: Mapping[str, Any], k: float, wall_s: float) -> str:
+    lines = [
+        "# Worker scaling benchmark",
+        "",
+        f"Machine: {host['cpu']}, {host['cores']} cores, Python {host['python']}, {host['os']}, "
+        f"aiohttp {host['aiohttp']}, SQLite {host['sqlite']}. Command: `python -m bench`, K = {k:g}, "
+        f"{wall_s:.0f} s of wall time. All figures are production-equivalent.",
+        "",
+        "| run | jobs | platform limit | bot pacing | status/job | floor/job | creates/job | downloads/job | "
+        "429s | lag p50 | lag p95 | lag p99 | peak RSS MiB | CPU ms/poll | DB bytes/job | delivered |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        platform_limit, paced = _limit(run)
+        lines.append(
+            f"| {run['name']} | {run['jobs']:,} | {platform_limit} | {paced} | {_cell(run, 'status_per_job')} | "
+            f"{_cell(run, 'floor_per_job')} | {_cell(run, 'creates_per_job')} | {_cell(run, 'downloads_per_job')} | "
+            f"{run['responses_429']:,} | {_lag(run, 'p50')} | {_lag(run, 'p95')} | {_lag(run, 'p99')} | "
+            f"{_cell(run, 'peak_rss_mib', 1)} | {_cell(run, 'cpu_ms_per_poll', 3)} | "
+            f"{_cell(run, 'db_bytes_per_job')} | {run['delivered']:,} |"
+        )
+    lines += [
+        "",
+        "Lag in seconds and, in brackets, in multiples of the poll interval.",
+        "",
+        "| run | detect p50 | detect p99 | post p50 | post p99 | 429s by endpoint | span s | CPU s | CPU busy | "
+        "start RSS MiB |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        refused = ", ".join(f"{name} {count:,}" for name, count in sorted(run["responses_429_by_endpoint"].items()))
+        lines.append(
+            f"| {run['name']} | {_cell(run, 'detect_p50_s', 1)} | {_cell(run, 'detect_p99_s', 1)} | "
+            f"{_cell(run, 'post_p50_s', 2)} | {_cell(run, 'post_p99_s', 2)} | {refused or '-'} | "
+            f"{_cell(run, 'span_s', 0)} | {_cell(run, 'cpu_s', 2)} | {_cell(run, 'cpu_busy')} | "
+            f"{_cell(run, 'start_rss_mib', 1)} |"
+        )
+    lines += [
+        "",
+        "## Ours against the baseline (ours / baseline, below 1 is better)",
+        "",
+        "| jobs | status/job | 429s | lag p50 | lag p99 | peak RSS | CPU ms/poll | CPU total |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        ratios = run.get("vs_baseline")
+        if not ratios:
+            continue
+        cells = " | ".join("-" if ratios[m] is None else f"{ratios[m]:.2f}" for m in RATIO_METRICS)
+        lines.append(f"| {run['group']} | {cells} |")
+    lines += ["", "## Targets", "", "| run | target | measured | limit | result |", "|---|---|---|---|---|"]
+    for run in runs:
+        for target in run.get("targets", []):
+            verdict = "PASS" if target["pass"] else "**FAIL**"
+            lines.append(
+                f"| {run['name']} | {target['target']} | {target['measured']} | {target['limit']} | {verdict} |"
+            )
+    wall_ok = wall_s < MAX_WALL_SECONDS
+    lines.append(
+        f"| all | whole benchmark wall time | {wall_s:.0f} s | < {MAX_WALL_SECONDS:.0f} s on {host['cores']} cores | "
+        f"{'PASS' if wall_ok else '**FAIL**'} |"
+    )
+    lines.append("")
+    lines += _method(runs, k)
+    return "\n".join(lines)

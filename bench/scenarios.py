@@ -1,0 +1,90 @@
+"""The runs of the benchmark, in production-equivalent terms."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from bench.timescale import (
+    JOB_SECONDS_MAX,
+    JOB_SECONDS_MIN,
+    PLATFORM_LIMIT_PER_S,
+    POLL_INTERVAL_S,
+    UNBOUND_PACER_PER_S,
+    default_max_concurrent_polls,
+    default_max_requests_per_second,
+)
+
+Loop = Literal["ours", "baseline"]
+
+SMALL_VIDEO_BYTES = 100 * 1024
+LARGE_VIDEO_BYTES = 9 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    group: str  # runs of one group are compared with each other
+    loop: Loop
+    jobs: int
+    platform_limit: float | None = None  # requests per second; None: the platform sets none
+    pacer_rate: float | None = None  # MAX_REQUESTS_PER_SECOND of the bot
+    pacer_burst: int | None = None  # None: the burst the bot gives its pacer
+    max_concurrency: int = 8
+    job_seconds: tuple[float, float] = (JOB_SECONDS_MIN, JOB_SECONDS_MAX)
+    video_bytes: int | None = None  # None: the simulator's sample MP4
+
+    def timeout_seconds(self) -> float:
+        """Production seconds after which the run gives up: generous, it only guards against a hang."""
+        rates = [rate for rate in (self.platform_limit, self.pacer_rate) if rate is not None]
+        service_time = 4 * self.jobs / min(rates) if rates else 0.0
+        return self.job_seconds[1] + service_time + 10 * POLL_INTERVAL_S
+
+
+def standard(
+    small: int = 100,
+    large: int = 1000,
+    *,
+    max_requests_per_second: float | None = None,
+    max_concurrency: int | None = None,
+    pacer_burst: int | None = None,
+) -> list[Scenario]:
+    """Ours and the baseline at `small` and `large` jobs, `large` under the binding limit, the download pair."""
+    limited_rate = max_requests_per_second or default_max_requests_per_second()
+    concurrency = max_concurrency or default_max_concurrent_polls()
+    runs: list[Scenario] = []
+    for group, jobs, limit, pacer in (
+        (str(small), small, None, UNBOUND_PACER_PER_S),
+        (str(large), large, None, UNBOUND_PACER_PER_S),
+        (f"{large}-limited", large, PLATFORM_LIMIT_PER_S, limited_rate),
+    ):
+        for loop in ("ours", "baseline"):
+            runs.append(
+                Scenario(
+                    name=f"{loop}-{group}",
+                    group=group,
+                    loop=loop,
+                    jobs=jobs,
+                    platform_limit=limit,
+                    pacer_rate=pacer,
+                    pacer_burst=pacer_burst,
+                    max_concurrency=concurrency,
+                )
+            )
+    # Short jobs: only the download matters here.
+    quick = (POLL_INTERVAL_S, POLL_INTERVAL_S)
+    for label, size in (("100kib", SMALL_VIDEO_BYTES), ("9mib", LARGE_VIDEO_BYTES)):
+        runs.append(
+            Scenario(
+                name=f"download-{label}",
+                group="download",
+                loop="ours",
+                jobs=1,
+                pacer_rate=default_max_requests_per_second(),
+                pacer_burst=pacer_burst,
+                max_concurrency=concurrency,
+                job_seconds=quick,
+                video_bytes=size,
+            )
+        )
+    return runs

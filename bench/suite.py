@@ -1,0 +1,139 @@
+"""`python -m bench`: every scenario in fresh processes, then bench/results/latest.json and latest.md.
+
+Each run starts two processes: the simulator (bench.sim_server) and the bot's side (bench.run_one),
+so peak memory and CPU time are per run and the bot's alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.report import add_comparisons, add_targets, machine, render_markdown, summarise
+from bench.scenarios import Scenario, standard
+from bench.timescale import TimeScale
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results"
+#: Production minutes become seconds/10: the suite fits in 5 minutes on 2 cores, and the bot's loop
+#: stays far from CPU-bound (see "CPU busy" in the results).
+DEFAULT_K = 10.0
+
+
+def run_scenario(
+    scenario: Scenario, scale: TimeScale, workdir: Path, seed: int, latency_ms: float = 0.0
+) -> dict[str, Any]:
+    workdir.mkdir(parents=True)
+    dump, out = workdir / "simulator.json", workdir / "bot.json"
+    sim_cmd = [
+        sys.executable, "-m", "bench.sim_server",
+        "--k", str(scale.k),
+        "--job-seconds", str(scenario.job_seconds[0]),
+        "--job-seconds-max", str(scenario.job_seconds[1]),
+        "--seed", str(seed),
+        "--dump", str(dump),
+        "--latency-ms", str(latency_ms),
+    ]  # fmt: skip
+    if scenario.platform_limit is not None:
+        sim_cmd += ["--rate-limit", str(scenario.platform_limit)]
+    if scenario.video_bytes is not None:
+        # Random bytes: the download path does not look inside the file.
+        video = workdir / "video.mp4"
+        video.write_bytes(os.urandom(scenario.video_bytes))
+        sim_cmd += ["--video", str(video)]
+    timeout = scale.seconds(scenario.timeout_seconds())
+    bot_cmd = [
+        sys.executable, "-m", "bench.run_one",
+        "--loop", scenario.loop,
+        "--jobs", str(scenario.jobs),
+        "--k", str(scale.k),
+        "--max-concurrency", str(scenario.max_concurrency),
+        "--timeout", str(timeout),
+        "--workdir", str(workdir / "bot"),
+        "--out", str(out),
+    ]  # fmt: skip
+    if scenario.pacer_rate is not None:
+        bot_cmd += ["--pacer-rate", str(scenario.pacer_rate)]
+    if scenario.pacer_burst is not None:
+        bot_cmd += ["--pacer-burst", str(scenario.pacer_burst)]
+
+    simulator = subprocess.Popen(sim_cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert simulator.stdout is not None
+        base_url = simulator.stdout.readline().strip()
+        if not base_url.startswith("http"):
+            raise RuntimeError(f"the simulator of {scenario.name} did not start")
+        subprocess.run([*bot_cmd, "--base-url", base_url], cwd=ROOT, check=True, timeout=timeout + 60)
+    finally:
+        simulator.send_signal(signal.SIGTERM)
+        simulator.wait(timeout=30)
+    run = summarise(scenario, json.loads(out.read_text()), json.loads(dump.read_text()), scale)
+    run["service_latency_ms"] = latency_ms
+    return run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description="Worker scaling benchmark.")
+    parser.add_argument("--k", type=float, default=DEFAULT_K, help="time compression factor (default %(default)s)")
+    parser.add_argument("--small", type=int, default=100, help="jobs in the small runs (default %(default)s)")
+    parser.add_argument("--large", type=int, default=1000, help="jobs in the large runs (default %(default)s)")
+    parser.add_argument("--max-requests-per-second", type=float, default=None,
+                        help="the bot's pacing under the platform limit (default: the bot's setting default)")
+    parser.add_argument("--max-concurrency", type=int, default=None,
+                        help="MAX_CONCURRENT_POLLS (default: the bot's setting default)")
+    parser.add_argument("--pacer-burst", type=int, default=None,
+                        help="the pacer's burst (default: what the bot gives it, one second's worth)")
+    parser.add_argument("--latency-ms", type=float, default=0.0,
+                        help="delay of every answer, production ms (default: loopback only)")
+    parser.add_argument("--only", default=None, help="comma-separated run names, e.g. ours-100,baseline-100")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the job durations (default %(default)s)")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="output folder (default bench/results)")
+    args = parser.parse_args(argv)
+
+    scale = TimeScale(args.k)
+    scenarios = standard(
+        args.small, args.large, max_requests_per_second=args.max_requests_per_second,
+        max_concurrency=args.max_concurrency, pacer_burst=args.pacer_burst,
+    )
+    if args.only:
+        wanted = {name.strip() for name in args.only.split(",")}
+        scenarios = [scenario for scenario in scenarios if scenario.name in wanted]
+    print(f"K = {scale.k:g}: production seconds run {scale.k:g} times faster; figures are production-equivalent",
+          flush=True)
+    started = time.monotonic()
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        for scenario in scenarios:
+            run = run_scenario(scenario, scale, Path(tmp) / scenario.name, args.seed, args.latency_ms)
+            runs.append(run)
+            print(
+                f"{run['name']:>22}: {run['delivered']}/{run['jobs']} delivered, status/job {run['status_per_job']} "
+                f"(floor {run['floor_per_job']}), 429s {run['responses_429']}, lag p50/p99 {run['lag_p50_s']}/"
+                f"{run['lag_p99_s']} s, peak RSS {run['peak_rss_mib']} MiB, CPU {run['cpu_ms_per_poll']} ms/poll "
+                f"[{run['run_wall_s']:.1f} s]",
+                flush=True,
+            )
+    add_comparisons(runs)
+    add_targets(runs, large=args.large)
+    wall = time.monotonic() - started
+    markdown = render_markdown(runs, machine(), scale.k, wall)
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "latest.json").write_text(json.dumps(runs, indent=2) + "\n")
+    (args.results / "latest.md").write_text(markdown)
+    print()
+    print(markdown)
+    print(f"total wall time {wall:.0f} s; wrote {args.results / 'latest.json'} and {args.results / 'latest.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
