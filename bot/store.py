@@ -41,7 +41,7 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     S.SUBMITTING: frozenset({S.PENDING, S.REJECTED, S.UNKNOWN}),
     S.PENDING: frozenset({S.IN_PROGRESS, S.COMPLETED, S.FAILED, S.STALLED}),
     S.IN_PROGRESS: frozenset({S.COMPLETED, S.FAILED, S.STALLED}),
-    S.COMPLETED: frozenset({S.DOWNLOADED}),
+    S.COMPLETED: frozenset({S.DOWNLOADED, S.FAILED}),  # failed: the service no longer has the video
     S.DOWNLOADED: frozenset({S.DELIVERED, S.UNDELIVERABLE}),
     S.UNDELIVERABLE: frozenset({S.DELIVERED}),
     S.DELIVERED: frozenset(),

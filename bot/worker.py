@@ -78,6 +78,8 @@ class WorkerConfig:
     give_up_after: float = 6 * 3600
     rate_limit_backoff: float = 10.0  # pause when a 429 carries no Retry-After
     retry_delays: tuple[float, ...] = (2.0, 5.0, 15.0, 30.0, 60.0)  # downloads and uploads
+    # A download the service keeps refusing (404/410: the video expired) will not come back.
+    download_refusals_before_failing: int = 5
     idle_wake: float = 30.0  # the loop wakes at least this often, so the heartbeat stays fresh
 
 
@@ -105,6 +107,7 @@ class JobWorker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._finishing: set[int] = set()
         self._polling: set[int] = set()
+        self._download_refusals: dict[int, int] = {}
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -293,7 +296,23 @@ class JobWorker:
     async def _download(self, job: Job, content_path: str | None) -> Job:
         assert job.service_job_id is not None
         destination = self._config.storage_dir / f"{job.id}.mp4"
-        size = await self._client.download(job.service_job_id, destination, content_path=content_path)
+        try:
+            size = await self._client.download(job.service_job_id, destination, content_path=content_path)
+        except Rejected as exc:
+            refusals = self._download_refusals[job.id] = self._download_refusals.get(job.id, 0) + 1
+            if refusals < self._config.download_refusals_before_failing:
+                raise
+            # Paid for but gone: the requester gets the job id for support, as for a failed job.
+            self._download_refusals.pop(job.id, None)
+            job = await self._store.transition(
+                job.id, S.FAILED, last_error=f"the service no longer gives the video: {exc}"
+            )
+            log.error("%s (%s): download refused %d times; marked failed", job.reference, job.service_job_id,
+                      refusals)
+            await self._announce(job, "failed")
+            await self._show_progress(job)
+            return job
+        self._download_refusals.pop(job.id, None)
         log.info("downloaded %s (%d bytes)", job.reference, size)
         job = await self._store.transition(job.id, S.DOWNLOADED, file_path=str(destination))
         await self._show_progress(job)

@@ -333,6 +333,27 @@ async def test_download_retried_after_server_errors(
     assert sim.creates_received == 1
 
 
+async def test_a_video_the_service_no_longer_gives_ends_failed_with_its_id(
+    make_simulator: SimulatorFactory,
+    http: aiohttp.ClientSession,
+    store: JobStore,
+    make_worker: WorkerFactory,
+) -> None:
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    job = await submit(store, client)
+    sim.inject("download", 404, times=10)
+    worker = make_worker(store, client, deliverer, download_refusals_before_failing=3)
+    worker.start()
+
+    [failed] = await wait_for_states(store, [job.id], [S.FAILED])
+    assert sim.download_requests == 3  # a 404 is final for the client: one request per worker attempt
+    assert "no longer gives the video" in (failed.last_error or "")
+    assert [a.event for a in deliverer.announcements] == ["failed"]
+    assert deliverer.deliveries == [] and sim.creates_received == 1
+
+
 async def test_transient_delivery_errors_are_retried(
     make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
 ) -> None:
