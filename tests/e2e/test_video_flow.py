@@ -93,6 +93,9 @@ async def test_status_for_a_known_and_an_unknown_id(
     text = embed_text(reply["data"])
     assert "Request #1" in text and job_id in text and "a lantern festival" in text
     assert reply["data"]["flags"] & 64
+    suggest = await double.send_autocomplete("status", "job_id", "lantern")
+    choices = (await double.wait_for_callback(suggest.id))["data"]["choices"]
+    assert [c["value"] for c in choices] == ["#1"] and "a lantern festival" in choices[0]["name"]
     unknown = await bot.slash("status", {"job_id": "#999"})
     reply = await double.wait_for_callback(unknown.id)
     assert "No request `#999`" in reply["data"]["content"] and reply["data"]["flags"] & 64
