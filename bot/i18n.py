@@ -131,6 +131,9 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "checking; nothing is lost.",
         "deliver.stalled": "{mention} your video {ref} did not finish within {hours} hours, so the bot stopped "
         "checking it. Give support the job id `{job_id}`.",
+        "deliver.unknown": "{mention} your video request {ref} was being sent when the bot stopped, so it cannot "
+        "tell whether the video service accepted it (and charged {price}). It will not be resent automatically. "
+        "Check `/status {ref}` before asking again.",
     },
     JA: {
         "cmd.video": "8秒・1280x720・音声付きの動画を作ります。共有予算から{price}、1〜3分かかります。",
@@ -235,6 +238,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "失われることはありません。",
         "deliver.stalled": "{mention} 動画 {ref} は{hours}時間以内に完成しなかったため、確認を止めました。"
         "サポートにジョブID `{job_id}` を伝えてください。",
+        "deliver.unknown": "{mention} 動画リクエスト {ref} の送信中にボットが停止したため、動画サービスが受け付けて"
+        "{price}を課金したかどうか分かりません。自動では再送しません。もう一度頼む前に `/status {ref}` で確認してください。",
     },
 }
 

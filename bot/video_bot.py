@@ -16,7 +16,7 @@ from bot.i18n import CatalogueTranslator
 from bot.models import DEFAULT_MODEL
 from bot.pacing import service_pacer
 from bot.settings import Settings
-from bot.store import JobStore
+from bot.store import Job, JobStore
 from bot.tree import VideoCommandTree
 from bot.video_client import VideoServiceClient
 from bot.video_requests import VideoRequests
@@ -51,12 +51,15 @@ class VideoBot(commands.Bot):
         self.force_sync = force_sync
         self.model = DEFAULT_MODEL
         self._shut_down = False
+        self._interrupted: list[Job] = []
 
     async def setup_hook(self) -> None:
         settings = self.settings
         self.http_session = aiohttp.ClientSession()
         self.store = await JobStore.open(settings.database_path)
-        for job in await self.store.recover_interrupted_submissions():
+        # Before any command can run: only rows left over from the last run are in `submitting` now.
+        self._interrupted = await self.store.recover_interrupted_submissions()
+        for job in self._interrupted:
             log.warning("request %s was being sent when the bot stopped: outcome unknown, not resent", job.reference)
         self.video_client = VideoServiceClient(
             self.http_session,
@@ -89,6 +92,10 @@ class VideoBot(commands.Bot):
         log.info("connected as %s (%s) to %d servers", self.user, self.application_id, len(self.guilds))
         if not self.worker.running:
             self.worker.start()
+            # Their interactions died with the old process: tell the requesters in the channel.
+            for job in self._interrupted:
+                self.worker.tell(job, "unknown")
+            self._interrupted = []
         if self.settings.heartbeat_path is not None and not self.heartbeat.is_running():
             self.heartbeat.start()
 

@@ -111,10 +111,11 @@ class VideoRequests:
             # Anything else after the row was written: the request may have left, so never resend.
             await self._store.transition(job.id, JobState.UNKNOWN, last_error=type(exc).__name__)
             raise
+        # Logged before the write: if the write fails, the operator can still trace the charge.
+        log.info("request %s accepted as job %s (%d yen)", job.reference, remote.id, self.model.price_yen)
         accepted = await self._store.mark_accepted(
             job.id, remote.id, self.model.price_yen, next_poll_at=self._clock() + self._settings.poll_interval_seconds
         )
-        log.info("request %s accepted as job %s (%d yen)", accepted.reference, remote.id, self.model.price_yen)
         self._on_accepted(accepted)
         return accepted
 

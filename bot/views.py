@@ -196,7 +196,7 @@ def delivered_text(job: Job, *, price_yen: int, compressed: bool, via_dm: bool) 
 
 
 def announcement_text(job: Job, event: str, *, price_yen: int) -> str:
-    """`failed`, `slow`, `stalled` or `undeliverable`: told to the requester in the channel."""
+    """`failed`, `slow`, `stalled`, `undeliverable` or `unknown`: told to the requester in the channel."""
     return t(job.locale, f"deliver.{event}", mention=mention(job), ref=job.reference, job_id=job.service_job_id,
              price=yen(price_yen, job.locale), minutes=SLOW_AFTER_MINUTES, hours=STALLED_AFTER_HOURS)
 

@@ -56,7 +56,7 @@ class Deliverer(Protocol):
         ...
 
     async def announce(self, job: Job, event: str) -> None:
-        """Tell the requester about `failed`, `slow`, `stalled` or `undeliverable`."""
+        """Tell the requester about `failed`, `slow`, `stalled`, `undeliverable` or `unknown`."""
         ...
 
     async def show_progress(self, job: Job) -> None:
@@ -340,6 +340,10 @@ class JobWorker:
         return job
 
     # -- side messages (best effort: they never block a job) -----------------------------------
+
+    def tell(self, job: Job, event: str) -> None:
+        """Announce `event` to the requester in the background."""
+        self._track(asyncio.create_task(self._announce(job, event), name=f"tell-{job.id}"))
 
     async def _announce(self, job: Job, event: str) -> None:
         try:
