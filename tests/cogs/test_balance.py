@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import discord
 import pytest
 
 from bot.errors import VideoServiceError
-from bot.simulator import VideoServiceSimulator
 from bot.store import JobState
 from cogs.balance import BalanceCog
 from tests.cogs.helpers import (
@@ -20,19 +16,12 @@ from tests.cogs.helpers import (
     assert_answered_in_time,
     embed_fields,
     invoke,
-    open_stack,
     stored_job,
 )
 from tests.conftest import SIM_KEY
 
 KEY_INFO = "service GET /key/info"
 S = JobState
-
-
-@pytest.fixture
-async def stack(simulator: VideoServiceSimulator, tmp_path: Path) -> AsyncIterator[Stack]:
-    async with open_stack(simulator, SIM_KEY, tmp_path) as stack:
-        yield stack
 
 
 @pytest.fixture

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import discord
 import pytest
 
-from bot.simulator import VideoServiceSimulator
 from bot.store import JobState
 from cogs.status import StatusCog
 from tests.cogs.helpers import (
@@ -18,18 +16,10 @@ from tests.cogs.helpers import (
     assert_answered_in_time,
     embed_fields,
     invoke,
-    open_stack,
     stored_job,
 )
-from tests.conftest import SIM_KEY
 
 S = JobState
-
-
-@pytest.fixture
-async def stack(simulator: VideoServiceSimulator, tmp_path: Path) -> AsyncIterator[Stack]:
-    async with open_stack(simulator, SIM_KEY, tmp_path) as stack:
-        yield stack
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import discord
@@ -27,12 +26,6 @@ from tests.conftest import SIM_KEY
 
 CREATE = "service POST /gateway/videos/create"
 KEY_INFO = "service GET /key/info"
-
-
-@pytest.fixture
-async def stack(simulator: VideoServiceSimulator, tmp_path: Path) -> AsyncIterator[Stack]:
-    async with open_stack(simulator, SIM_KEY, tmp_path) as stack:
-        yield stack
 
 
 @pytest.fixture
