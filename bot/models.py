@@ -29,9 +29,3 @@ FAST_VIDEO = VideoModel(
 MODELS: dict[str, VideoModel] = {model.id: model for model in (FAST_VIDEO,)}
 DEFAULT_MODEL = FAST_VIDEO
 
-
-def get_model(model_id: str) -> VideoModel:
-    try:
-        return MODELS[model_id]
-    except KeyError:
-        raise KeyError(f"unknown video model {model_id!r}") from None
