@@ -90,10 +90,8 @@ def parse_retry_after(value: str | None) -> float | None:
     """Retry-After as seconds, from either delta-seconds or an HTTP date."""
     if not value:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    if value.strip().replace(".", "", 1).isdigit():
+        return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
