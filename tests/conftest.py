@@ -1,4 +1,5 @@
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import aiohttp
 import pytest
@@ -9,12 +10,28 @@ from bot.video_client import RetryPolicy, VideoServiceClient
 SIM_KEY = "sk-sim-test-key-abcdef123456"
 
 
+SimulatorFactory = Callable[..., Awaitable[VideoServiceSimulator]]
+
+
 @pytest.fixture
-async def simulator() -> AsyncIterator[VideoServiceSimulator]:
-    sim = VideoServiceSimulator(SimulatorConfig(api_key=SIM_KEY, job_seconds=0.3, max_budget=10_000))
-    await sim.start()
-    yield sim
-    await sim.stop()
+async def start_simulator() -> AsyncIterator[SimulatorFactory]:
+    """Start simulators (the test key unless told otherwise); every one is stopped at teardown."""
+    started: list[VideoServiceSimulator] = []
+
+    async def start(**config: Any) -> VideoServiceSimulator:
+        sim = VideoServiceSimulator(SimulatorConfig(**{"api_key": SIM_KEY, **config}))
+        await sim.start()
+        started.append(sim)
+        return sim
+
+    yield start
+    for sim in started:
+        await sim.stop()
+
+
+@pytest.fixture
+async def simulator(start_simulator: SimulatorFactory) -> VideoServiceSimulator:
+    return await start_simulator(job_seconds=0.3, max_budget=10_000)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -12,12 +12,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.simulator import SimulatorConfig, VideoServiceSimulator
+from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH, JOBS_PREFIX
 from bot.store import Job, JobState, JobStore
 from bot.video_client import RetryPolicy
 from bot.worker import Deliverer, JobWorker, Undeliverable, WorkerConfig
-from tests.conftest import SIM_KEY
+from tests.conftest import SIM_KEY, SimulatorFactory
 from tests.worker_helpers import (
     PRICE_YEN,
     RecordingDeliverer,
@@ -37,24 +37,16 @@ TOLERANCE = 0.002
 SAMPLE = DEFAULT_VIDEO_PATH.read_bytes()
 FAST = RetryPolicy(attempts=3, total_seconds=5, base_delay=0.02, max_delay=0.05)
 
-SimulatorFactory = Callable[..., Awaitable[VideoServiceSimulator]]
 
 
 @pytest.fixture
-async def make_simulator() -> AsyncIterator[SimulatorFactory]:
-    started: list[VideoServiceSimulator] = []
-
+def make_simulator(start_simulator: SimulatorFactory) -> SimulatorFactory:
     async def make(**config: Any) -> VideoServiceSimulator:
-        options: dict[str, Any] = {"api_key": SIM_KEY, "job_seconds": 0.4, "max_budget": None, **config}
-        sim = VideoServiceSimulator(SimulatorConfig(**options))
-        sim.requests_log = TimedRequestLog()
-        await sim.start()
-        started.append(sim)
+        sim = await start_simulator(**{"job_seconds": 0.4, "max_budget": None, **config})
+        sim.requests_log = TimedRequestLog()  # before any request: it records when each one arrives
         return sim
 
-    yield make
-    for sim in started:
-        await sim.stop()
+    return make
 
 
 @pytest.fixture

@@ -1,15 +1,14 @@
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.simulator import SimulatorConfig, VideoServiceSimulator
+from bot.simulator import VideoServiceSimulator
 from tests.conftest import SIM_KEY
+from tests.conftest import SimulatorFactory as ServiceFactory
 from tests.discord_double import DiscordDouble
 from tests.e2e.harness import USER_ID, BotProcess
-
-ServiceFactory = Callable[..., Awaitable[VideoServiceSimulator]]
 
 
 @pytest.fixture
@@ -22,19 +21,11 @@ async def double() -> AsyncIterator[DiscordDouble]:
 
 
 @pytest.fixture
-async def make_service() -> AsyncIterator[ServiceFactory]:
-    started: list[VideoServiceSimulator] = []
-
+def make_service(start_simulator: ServiceFactory) -> ServiceFactory:
     async def make(**config: Any) -> VideoServiceSimulator:
-        options: dict[str, Any] = {"api_key": SIM_KEY, "job_seconds": 1.0, "max_budget": 10_000, **config}
-        sim = VideoServiceSimulator(SimulatorConfig(**options))
-        await sim.start()
-        started.append(sim)
-        return sim
+        return await start_simulator(**{"job_seconds": 1.0, "max_budget": 10_000, **config})
 
-    yield make
-    for sim in started:
-        await sim.stop()
+    return make
 
 
 @pytest.fixture

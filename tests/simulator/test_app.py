@@ -6,7 +6,7 @@ import asyncio
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,29 +14,21 @@ import aiohttp
 import pytest
 
 from bot.simulator import DEFAULT_VIDEO_PATH, MODEL_ID, SimulatorConfig, VideoServiceSimulator
+from tests.conftest import SimulatorFactory as MakeSim
 
 KEY = "sim-test-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 CREATE = "/gateway/videos/create"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
-MakeSim = Callable[..., Awaitable[VideoServiceSimulator]]
 
 
 @pytest.fixture
-async def make_sim() -> AsyncIterator[MakeSim]:
-    started: list[VideoServiceSimulator] = []
-
+def make_sim(start_simulator: MakeSim) -> MakeSim:
     async def factory(**overrides: Any) -> VideoServiceSimulator:
-        overrides.setdefault("api_key", KEY)
-        sim = VideoServiceSimulator(SimulatorConfig(**overrides))
-        await sim.start()
-        started.append(sim)
-        return sim
+        return await start_simulator(**{"api_key": KEY, **overrides})
 
-    yield factory
-    for sim in started:
-        await sim.stop()
+    return factory
 
 
 @pytest.fixture
