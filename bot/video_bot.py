@@ -6,31 +6,30 @@ import hashlib
 import json
 import logging
 
-import aiohttp
 import discord
 from discord.ext import commands, tasks
 
+from bot.app import Services, open_services
 from bot.delivery import DiscordDelivery
 from bot.health import write_heartbeat
 from bot.i18n import CatalogueTranslator
 from bot.models import DEFAULT_MODEL
-from bot.pacing import service_pacer
 from bot.settings import Settings
 from bot.store import Job, JobStore
 from bot.tree import VideoCommandTree
 from bot.video_client import VideoServiceClient
 from bot.video_requests import VideoRequests
-from bot.worker import JobWorker, WorkerConfig
+from bot.worker import JobWorker
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS = ("cogs.video", "cogs.status", "cogs.balance")
+EXTENSIONS = ("bot.cogs.video", "bot.cogs.status", "bot.cogs.balance")
 HEARTBEAT_SECONDS = 30
 
 
 class VideoBot(commands.Bot):
     # Opened in setup_hook, before any command can run.
-    http_session: aiohttp.ClientSession
+    services: Services
     store: JobStore
     video_client: VideoServiceClient
     worker: JobWorker
@@ -53,35 +52,20 @@ class VideoBot(commands.Bot):
         self._shut_down = False
         self._interrupted: list[Job] = []
 
+    def attach(self, services: Services) -> None:
+        """Take the parts built by the composition root (tests attach theirs the same way)."""
+        self.services = services
+        self.store = services.store
+        self.video_client = services.client
+        self.worker = services.worker
+        self.requests = services.requests
+
     async def setup_hook(self) -> None:
-        settings = self.settings
-        self.http_session = aiohttp.ClientSession()
-        self.store = await JobStore.open(settings.database_path)
+        self.attach(await open_services(self.settings, DiscordDelivery(self, price_yen=self.model.price_yen)))
         # Before any command can run: only rows left over from the last run are in `submitting` now.
         self._interrupted = await self.store.recover_interrupted_submissions()
         for job in self._interrupted:
             log.warning("request %s was being sent when the bot stopped: outcome unknown, not resent", job.reference)
-        self.video_client = VideoServiceClient(
-            self.http_session,
-            settings.video_api_base_url,
-            settings.video_api_key,
-            timeout_seconds=settings.http_timeout_seconds,
-            pacer=service_pacer(settings.max_requests_per_second),
-        )
-        self.worker = JobWorker(
-            self.store,
-            self.video_client,
-            DiscordDelivery(self, price_yen=self.model.price_yen),
-            WorkerConfig(
-                storage_dir=settings.video_storage_dir,
-                poll_interval=settings.poll_interval_seconds,
-                max_concurrency=settings.max_concurrent_polls,
-                keep_delivered_videos=settings.keep_delivered_videos,
-            ),
-        )
-        self.requests = VideoRequests(
-            self.store, self.video_client, settings, on_accepted=self.worker.wake, model=self.model
-        )
         await self.tree.set_translator(CatalogueTranslator())
         for extension in EXTENSIONS:
             await self.load_extension(extension)
@@ -106,13 +90,11 @@ class VideoBot(commands.Bot):
         self._shut_down = True
         if self.heartbeat.is_running():
             self.heartbeat.cancel()
-        if hasattr(self, "worker"):
+        if hasattr(self, "services"):
             await self.worker.stop()
         await super().close()
-        if hasattr(self, "http_session"):
-            await self.http_session.close()
-        if hasattr(self, "store"):
-            await self.store.close()
+        if hasattr(self, "services"):
+            await self.services.close()
         log.info("closed cleanly")
 
     # -- command sync ----------------------------------------------------------------------------

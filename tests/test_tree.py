@@ -12,6 +12,7 @@ import discord
 import pytest
 from discord import app_commands
 
+from bot.cogs.video import VideoCog
 from bot.errors import (
     BudgetTooLow,
     InvalidRequest,
@@ -25,7 +26,6 @@ from bot.errors import (
 from bot.store import AdmissionRefused, IllegalTransition, JobState
 from bot.tree import VideoCommandTree, friendly_text, respond
 from bot.video_bot import VideoBot
-from cogs.video import VideoCog
 from tests.cogs.helpers import EventLog, bot_settings, fake_interaction
 
 RESETS = 1_767_193_200.0

@@ -21,6 +21,8 @@ import aiohttp
 import discord
 from discord import app_commands
 
+from bot.app import build_client, open_services
+from bot.delivery import DiscordDelivery
 from bot.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
 from bot.store import Job, JobState, JobStore, NewJob
@@ -265,29 +267,27 @@ async def open_stack(
     timeout_seconds: float = 2.0,
     **env: str,
 ) -> AsyncIterator[Stack]:
-    """A VideoBot (never logged in) holding a real store, client and VideoRequests."""
+    """A VideoBot (never logged in) holding the parts the composition root builds, with a fake deliverer."""
     log = EventLog()
     settings = bot_settings(simulator.base_url, api_key, tmp_path / "bot.sqlite3", **env)
-    store = await JobStore.open(settings.database_path)
-    try:
-        async with aiohttp.ClientSession(trace_configs=[trace_into(log)]) as session:
-            client = VideoServiceClient(
-                session,
-                settings.video_api_base_url,
-                settings.video_api_key,
-                timeout_seconds=timeout_seconds,
-                create_retry=FAST_RETRY,
+    accepted: list[Job] = []
+    async with aiohttp.ClientSession(trace_configs=[trace_into(log)]) as session:
+        services = await open_services(
+            settings,
+            MagicMock(spec=DiscordDelivery),
+            session=session,
+            client=lambda http: build_client(
+                settings, http, paced=False, timeout_seconds=timeout_seconds, create_retry=FAST_RETRY,
                 read_retry=FAST_RETRY,
-            )
-            accepted: list[Job] = []
-            requests = VideoRequests(store, client, settings, on_accepted=accepted.append)
+            ),
+            on_accepted=accepted.append,
+        )
+        try:
             bot = VideoBot(settings)
-            bot.store = store
-            bot.video_client = client
-            bot.requests = requests
-            yield Stack(bot, settings, store, client, requests, simulator, log, accepted)
-    finally:
-        await store.close()
+            bot.attach(services)
+            yield Stack(bot, settings, services.store, services.client, services.requests, simulator, log, accepted)
+        finally:
+            await services.close()
 
 
 async def invoke(

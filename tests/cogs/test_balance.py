@@ -5,9 +5,9 @@ from __future__ import annotations
 import discord
 import pytest
 
+from bot.cogs.balance import BalanceCog
 from bot.errors import VideoServiceError
 from bot.store import JobState
-from cogs.balance import BalanceCog
 from tests.cogs.helpers import (
     OTHER_GUILD_ID,
     OTHER_MEMBER_ID,

@@ -7,8 +7,8 @@ from pathlib import Path
 import discord
 import pytest
 
+from bot.cogs.status import StatusCog
 from bot.store import JobState
-from cogs.status import StatusCog
 from tests.cogs.helpers import (
     OTHER_GUILD_ID,
     OTHER_MEMBER_ID,

@@ -7,10 +7,10 @@ from pathlib import Path
 import discord
 import pytest
 
+from bot.cogs.video import VideoCog
 from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed, VideoServiceError
 from bot.simulator import VideoServiceSimulator
 from bot.store import AdmissionRefused, Job, JobState
-from cogs.video import VideoCog
 from tests.cogs.helpers import (
     GUILD_ID,
     OTHER_MEMBER_ID,

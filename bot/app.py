@@ -1,0 +1,99 @@
+"""The composition root: the one place that builds the bot's parts from its settings.
+
+settings → HTTP session → service client → job store → worker → request handling. The entry point
+(through `VideoBot.setup_hook`), the `check` command, the tests and the benchmark all build the parts
+here; what they swap (clock, retry policies, pacing, the deliverer, a traced session) is a parameter.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import aiohttp
+
+from bot.pacing import Pacer, service_pacer
+from bot.settings import Settings
+from bot.store import Job, JobStore
+from bot.video_client import VideoServiceClient
+from bot.video_requests import VideoRequests
+from bot.worker import Deliverer, JobWorker, WorkerConfig
+
+
+def worker_config(settings: Settings, **overrides: Any) -> WorkerConfig:
+    """The worker's bounds as the settings give them; `overrides` are for tests and the benchmark."""
+    config = WorkerConfig(
+        storage_dir=settings.video_storage_dir,
+        poll_interval=settings.poll_interval_seconds,
+        max_concurrency=settings.max_concurrent_polls,
+        keep_delivered_videos=settings.keep_delivered_videos,
+    )
+    return replace(config, **overrides)
+
+
+def build_client(
+    settings: Settings,
+    session: aiohttp.ClientSession,
+    *,
+    pacer: Pacer | None = None,
+    paced: bool = True,
+    **options: Any,
+) -> VideoServiceClient:
+    """The service client of these settings; `options` override its timeouts and retry policies."""
+    if pacer is None and paced:
+        pacer = service_pacer(settings.max_requests_per_second)
+    options.setdefault("timeout_seconds", settings.http_timeout_seconds)
+    return VideoServiceClient(session, settings.video_api_base_url, settings.video_api_key, pacer=pacer, **options)
+
+
+@dataclass
+class Services:
+    """Everything the commands and the worker share; closed in reverse order of opening."""
+
+    settings: Settings
+    session: aiohttp.ClientSession
+    store: JobStore
+    client: VideoServiceClient
+    worker: JobWorker
+    requests: VideoRequests
+    owns_session: bool = True
+
+    async def close(self) -> None:
+        await self.worker.stop()
+        if self.owns_session:
+            await self.session.close()
+        await self.store.close()
+
+
+async def open_services(
+    settings: Settings,
+    deliverer: Deliverer,
+    *,
+    session: aiohttp.ClientSession | None = None,
+    clock: Callable[[], float] = time.time,
+    client: Callable[[aiohttp.ClientSession], VideoServiceClient] | None = None,
+    worker: WorkerConfig | None = None,
+    on_accepted: Callable[[Job], None] | None = None,
+) -> Services:
+    """Open the store, the session and the client, and wire the worker and request handling to them."""
+    store = await JobStore.open(settings.database_path, clock=clock)
+    owns_session = session is None
+    http = session if session is not None else aiohttp.ClientSession()
+    try:
+        service = client(http) if client is not None else build_client(settings, http)
+        job_worker = JobWorker(store, service, deliverer, worker or worker_config(settings), clock=clock)
+
+        def accepted(job: Job) -> None:
+            job_worker.wake(job)
+            if on_accepted is not None:
+                on_accepted(job)
+
+        requests = VideoRequests(store, service, settings, on_accepted=accepted, clock=clock)
+    except BaseException:
+        if owns_session:
+            await http.close()
+        await store.close()
+        raise
+    return Services(settings, http, store, service, job_worker, requests, owns_session)
