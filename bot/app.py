@@ -62,6 +62,7 @@ class Services:
 
     async def close(self) -> None:
         await self.worker.stop()
+        await self.requests.close()
         if self.owns_session:
             await self.session.close()
         await self.store.close()
@@ -90,7 +91,7 @@ async def open_services(
             if on_accepted is not None:
                 on_accepted(job)
 
-        requests = VideoRequests(store, service, settings, on_accepted=accepted, clock=clock)
+        requests = VideoRequests(store, service, settings, on_accepted=accepted, tell=job_worker.tell, clock=clock)
     except BaseException:
         if owns_session:
             await http.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ log = logging.getLogger(__name__)
 #: What Discord allows on most servers when an interaction did not tell us better.
 DEFAULT_UPLOAD_LIMIT = discord.utils.DEFAULT_FILE_SIZE_LIMIT_BYTES
 _REFUSED = (discord.Forbidden, discord.NotFound)
+#: Discord's message id for an interaction's first response (discord.py types message ids as int).
+ORIGINAL_RESPONSE: Any = "@original"
 
 
 def nonce_for(job: Job) -> str:
@@ -91,9 +94,20 @@ class DiscordDelivery:
             "nonce": nonce_for(job),
         }
 
-    async def announce(self, job: Job, event: str) -> None:
+    async def announce(self, job: Job, event: str, *, via_interaction: bool = False) -> None:
         text = views.announcement_text(job, event, price_yen=self._price_yen)
         mentions = views.requester_only(job)
+        if via_interaction and job.token_alive(time.time()) and self._client.application_id is not None:
+            # The requester's own interaction still works: answer there, privately, in place of "thinking…".
+            webhook = discord.Webhook.partial(self._client.application_id, job.interaction_token or "",
+                                              client=self._client)
+            try:
+                await webhook.edit_message(ORIGINAL_RESPONSE, content=text, allowed_mentions=mentions)
+                return
+            except discord.HTTPException as exc:
+                if not _final_refusal(exc):
+                    raise
+                log.info("the interaction of %s is gone (%s); telling in the channel", job.reference, exc.status)
         # Even for `undeliverable`: a channel that refused the file (too large, no attach permission)
         # may still take text, and the message says "could not be posted here".
         try:
@@ -102,8 +116,14 @@ class DiscordDelivery:
             return
         except (*_REFUSED, Undeliverable) as exc:
             log.warning("channel %d refused news about %s (%s); trying a DM", job.channel_id, job.reference, exc)
-        dm = await self._client.create_dm(discord.Object(id=job.user_id))
-        await dm.send(text, allowed_mentions=mentions)
+        try:
+            dm = await self._client.create_dm(discord.Object(id=job.user_id))
+            await dm.send(text, allowed_mentions=mentions)
+        except discord.HTTPException as exc:
+            if not _final_refusal(exc):
+                raise
+            # 50007: the requester does not take DMs from the bot. Expected; the caller logs one line.
+            raise Undeliverable(f"the channel and the requester's DMs both refused (code {exc.code})") from exc
 
     async def show_progress(self, job: Job) -> None:
         if job.reply_message_id is None or job.interaction_token is None or self._client.application_id is None:

@@ -67,7 +67,8 @@ class ProtocolError(VideoServiceError):
 class BudgetTooLow(BotError):
     """The key cannot pay for one more video; nothing was sent."""
 
-    def __init__(self, spend: int, max_budget: int, price_yen: int) -> None:
+    def __init__(self, spend: int, max_budget: int, price_yen: int, *, job_id: int | None = None) -> None:
+        self.job_id = job_id
         self.spend = spend
         self.max_budget = max_budget
         self.available = max_budget - spend
@@ -79,11 +80,35 @@ class SubmissionFailed(BotError):
     """A recorded request that did not become an accepted job.
 
     `kind` is `rejected` (the service said no, 0 yen), `busy` (rate limited or down after the retries,
-    0 yen) or `unknown` (the request left and no answer came back: it may have been charged).
+    0 yen), `unknown` (the request left and no answer came back: it may have been charged),
+    `not_recorded` (the database failed before the create: nothing sent, 0 yen), `charged_unusable`
+    (accepted and charged, but the service's job id cannot be used: failed, for support) or
+    `charged_unrecorded` (accepted and charged, the database failed; the bot keeps trying to record it).
     """
 
-    def __init__(self, job_id: int, kind: str, reason: str) -> None:
+    def __init__(self, job_id: int, kind: str, reason: str, *, service_job_id: str | None = None) -> None:
         self.job_id = job_id
         self.kind = kind
         self.reason = reason
+        self.service_job_id = service_job_id
         super().__init__(f"request #{job_id} {kind}: {reason}")
+
+    @property
+    def final(self) -> bool:
+        """Is this the request's last word? A charged but unrecorded job goes on once it is recorded."""
+        return self.kind != "charged_unrecorded"
+
+
+class UnusableJobId(VideoServiceError):
+    """A 202 whose job id is not safe to use: the request was accepted and charged, but is never polled.
+
+    `shown` is the id escaped and shortened, for support.
+    """
+
+    def __init__(self, shown: str) -> None:
+        self.shown = shown
+        super().__init__(f"the service accepted the request with an unusable job id {shown}")
+
+
+class InsufficientStorage(BotError):
+    """No disk space to keep a finished video; the video is safe at the service for a while."""

@@ -24,6 +24,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "cmd.status.job_id": "A request reference such as #42, or the service's job id.",
         "cmd.balance": "Show the shared budget: spent, limit, what is left, and this bot's own ledger.",
         # States, as people read them.
+        "state.received": "received",
         "state.submitting": "being submitted",
         "state.pending": "queued",
         "state.in_progress": "generating",
@@ -35,6 +36,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "state.rejected": "not accepted",
         "state.unknown": "outcome unknown",
         "state.undeliverable": "could not be posted",
+        "state.interrupted": "interrupted",
         # /video
         "video.title": "Video request {ref}",
         "video.field.job": "Job",
@@ -59,6 +61,16 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "error.unknown_outcome": "Request {ref} was sent, but the video service did not answer. It may have been "
         "accepted and charged {price}. It will not be resent automatically, so no second charge can happen. Check "
         "`/status {ref}` or `/balance` before asking again; if it was charged, support can trace it.",
+        "error.not_recorded": "The bot could not record request {ref} (its database is unavailable), so it was not "
+        "sent. Nothing was spent ({zero}). Please try again later.",
+        "error.store_unavailable": "The bot cannot record requests right now (its database is unavailable). "
+        "Nothing was sent or spent. Please try again later.",
+        "error.charged_unusable": "Request {ref} was accepted and charged {price}, but the video service's answer "
+        "cannot be used: {reason}. The bot will not follow it. Give support this text and the reference {ref} "
+        "for credit.",
+        "error.charged_unrecorded": "Request {ref} was accepted as job {job_id} and charged {price}, but the bot "
+        "could not record it yet. It keeps trying and will post the video here; if it cannot, it will tell you. "
+        "Keep the job id {job_id} for support.",
         "error.budget": "The shared budget cannot pay for a video: {available} left of {max_budget} ({spend} "
         "spent), and one video costs {price}. Nothing was sent.",
         "error.service_unreachable": "The video service cannot be reached right now. Nothing was spent. Please try "
@@ -85,7 +97,10 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "status.field.seed": "Seed",
         "status.field.seed.none": "random",
         "status.field.elapsed": "Requested",
+        "status.next.received": "It is about to be sent to the video service.",
         "status.next.submitting": "It is being sent to the video service.",
+        "status.next.interrupted": "The bot stopped before it was sent to the video service. Nothing was spent; "
+        "please ask again.",
         "status.next.pending": "It is queued at the video service; the video will be posted in <#{channel}>.",
         "status.next.in_progress": "It is being generated; the video will be posted in <#{channel}>.",
         "status.next.completed": "It is finished and being downloaded; it will be posted shortly.",
@@ -124,13 +139,20 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "deliver.dm_note": "It could not be posted in <#{channel}>, so here it is by direct message.",
         "deliver.undeliverable": "{mention} your video {ref} is ready, but it could not be posted here or by direct "
         "message. Use `/status {ref}` to get the file.",
-        "deliver.failed": "{mention} your video {ref} failed at the video service. It was charged {price} at "
-        "acceptance; support remedies failed jobs with service credit. Give them the job id `{job_id}`. It will "
-        "not be resubmitted.",
+        "deliver.failed": "{mention} your video {ref} failed: {reason}. It was charged {price} at acceptance; "
+        "support remedies failed jobs with service credit. Give them the job id {job_id} and the reference {ref}. "
+        "It will not be resubmitted.",
+        "deliver.interrupted": "{mention} your video request {ref} was cut off when the bot stopped, before it was "
+        "sent to the video service. Nothing was spent. Please ask again.",
+        "deliver.rejected": "{mention} your video request {ref} was not accepted: {reason}. Nothing was charged.",
+        "deliver.storage_wait": "{mention} your video {ref} is finished, but the bot has no disk space to keep it "
+        "right now. It keeps trying; the operator has been warned in the log.",
+        "deliver.unrecorded": "{mention} your video request {ref} was accepted as job {job_id} and charged {price}, "
+        "but the bot could not record it and cannot follow it. Give support the job id {job_id}.",
         "deliver.slow": "{mention} your video {ref} is taking unusually long (over {minutes} minutes). The bot keeps "
         "checking; nothing is lost.",
         "deliver.stalled": "{mention} your video {ref} did not finish within {hours} hours, so the bot stopped "
-        "checking it. Give support the job id `{job_id}`.",
+        "checking it. Give support the job id {job_id}.",
         "deliver.unknown": "{mention} your video request {ref} was being sent when the bot stopped, so it cannot "
         "tell whether the video service accepted it (and charged {price}). It will not be resent automatically. "
         "Check `/status {ref}` before asking again.",
@@ -142,6 +164,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "cmd.status": "最近の動画リクエスト、または1件の詳細を表示します。",
         "cmd.status.job_id": "#42 のような受付番号、またはサービスのジョブID。",
         "cmd.balance": "共有予算（使用額・上限・残り）とこのボットの記録を表示します。",
+        "state.received": "受付済み",
         "state.submitting": "送信中",
         "state.pending": "順番待ち",
         "state.in_progress": "生成中",
@@ -153,6 +176,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "state.rejected": "受付されず",
         "state.unknown": "結果不明",
         "state.undeliverable": "投稿できず",
+        "state.interrupted": "中断",
         "video.title": "動画リクエスト {ref}",
         "video.field.job": "ジョブ",
         "video.field.state": "状態",
@@ -176,6 +200,15 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "error.unknown_outcome": "リクエスト {ref} は送信しましたが、動画サービスから応答がありませんでした。"
         "受け付けられて{price}が課金された可能性があります。二重課金を防ぐため自動では再送しません。"
         "もう一度頼む前に `/status {ref}` か `/balance` で確認してください。課金されていればサポートが追跡できます。",
+        "error.not_recorded": "ボットがリクエスト {ref} を記録できなかったため（データベースが使えません）、送信していません。"
+        "費用はかかっていません（{zero}）。後でもう一度お試しください。",
+        "error.store_unavailable": "ボットは今リクエストを記録できません（データベースが使えません）。送信も課金もしていません。"
+        "後でもう一度お試しください。",
+        "error.charged_unusable": "リクエスト {ref} は受け付けられ{price}が課金されましたが、動画サービスの応答が使えません：{reason}。"
+        "ボットは追跡しません。この文面と参照 {ref} をサポートに伝えてクレジットを受けてください。",
+        "error.charged_unrecorded": "リクエスト {ref} はジョブ {job_id} として受け付けられ{price}が課金されましたが、"
+        "ボットがまだ記録できていません。再試行を続け、動画はここに投稿します。できない場合はお知らせします。"
+        "サポート用にジョブID {job_id} を控えてください。",
         "error.budget": "共有予算が足りません: 残り{available}（上限{max_budget}、使用済み{spend}）、1本{price}です。"
         "何も送信していません。",
         "error.service_unreachable": "動画サービスに接続できません。費用はかかっていません。後でもう一度お試しください。",
@@ -199,7 +232,9 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "status.field.seed": "シード",
         "status.field.seed.none": "ランダム",
         "status.field.elapsed": "依頼",
+        "status.next.received": "まもなく動画サービスに送信します。",
         "status.next.submitting": "動画サービスに送信中です。",
+        "status.next.interrupted": "動画サービスに送る前にボットが停止しました。費用はかかっていません。もう一度お試しください。",
         "status.next.pending": "動画サービスで順番待ちです。完成したら<#{channel}>に投稿します。",
         "status.next.in_progress": "生成中です。完成したら<#{channel}>に投稿します。",
         "status.next.completed": "完成し、ダウンロード中です。まもなく投稿します。",
@@ -232,12 +267,19 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "deliver.dm_note": "<#{channel}>に投稿できなかったため、DMでお送りします。",
         "deliver.undeliverable": "{mention} 動画 {ref} ができましたが、ここにもDMにも投稿できませんでした。"
         "`/status {ref}` でファイルを受け取れます。",
-        "deliver.failed": "{mention} 動画 {ref} は動画サービスで失敗しました。受付時に{price}が課金済みです。"
-        "サポートがサービスクレジットで補填します。ジョブID `{job_id}` を伝えてください。再送はしません。",
+        "deliver.failed": "{mention} 動画 {ref} は失敗しました：{reason}。受付時に{price}が課金済みです。"
+        "サポートがサービスクレジットで補填します。ジョブID {job_id} と参照 {ref} を伝えてください。再送はしません。",
+        "deliver.interrupted": "{mention} 動画リクエスト {ref} は、動画サービスに送る前にボットが停止したため中断されました。"
+        "費用はかかっていません。もう一度お試しください。",
+        "deliver.rejected": "{mention} 動画リクエスト {ref} は受け付けられませんでした：{reason}。課金されていません。",
+        "deliver.storage_wait": "{mention} 動画 {ref} は完成しましたが、ボットのディスクに空きがなく保存できません。"
+        "再試行を続けています。運営者にはログで知らせています。",
+        "deliver.unrecorded": "{mention} 動画リクエスト {ref} はジョブ {job_id} として受け付けられ{price}が課金されましたが、"
+        "ボットが記録できず追跡できません。サポートにジョブID {job_id} を伝えてください。",
         "deliver.slow": "{mention} 動画 {ref} にいつもより時間がかかっています（{minutes}分以上）。確認を続けています。"
         "失われることはありません。",
         "deliver.stalled": "{mention} 動画 {ref} は{hours}時間以内に完成しなかったため、確認を止めました。"
-        "サポートにジョブID `{job_id}` を伝えてください。",
+        "サポートにジョブID {job_id} を伝えてください。",
         "deliver.unknown": "{mention} 動画リクエスト {ref} の送信中にボットが停止したため、動画サービスが受け付けて"
         "{price}を課金したかどうか分かりません。自動では再送しません。もう一度頼む前に `/status {ref}` で確認してください。",
     },

@@ -76,3 +76,18 @@ async def retrying(
                 raise
             log.info("%s: %s; retrying in %.1f s (attempt %d of %d)", what, exc, delay, attempt + 1, policy.attempts)
             await sleep(delay)
+
+
+# -- the bot's policies: every bound on retrying lives here ---------------------------------------
+
+#: Recording an accepted (charged) job when the database fails: keep trying well within the service's
+#: retention, then tell the requester the job id for support.
+RECORD_RETRY = RetryPolicy(attempts=30, deadline=10 * 60, base_delay=1.0, max_delay=60.0)
+#: Downloading a finished video: a failing body or a refusal ends the job failed after these.
+DOWNLOAD_RETRY = RetryPolicy(attempts=6, deadline=30 * 60, base_delay=5.0, max_delay=5 * 60)
+#: Uploading a video to Discord (channel, then DM): after these the video is undeliverable (kept for /status).
+UPLOAD_RETRY = RetryPolicy(attempts=5, deadline=30 * 60, base_delay=5.0, max_delay=5 * 60)
+#: One round of telling a requester (interaction, channel, DM), against Discord's passing failures.
+NOTICE_RETRY = RetryPolicy(attempts=3, deadline=60.0, base_delay=2.0, max_delay=20.0)
+#: Rounds of the above, a sweep apart and counted on the job across restarts, before the bot gives up.
+NOTICE_ROUNDS = 5

@@ -8,54 +8,43 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
 from bot.errors import BotError
+from bot.lifecycle import (
+    FINAL_STATES,
+    IN_FLIGHT_STATES,
+    POLLED_STATES,
+    TRANSITIONS,
+    UNSENT_OR_SENDING,
+    JobState,
+    sources_of,
+)
 
-
-class JobState(StrEnum):
-    SUBMITTING = "submitting"
-    PENDING = "pending"
-    IN_PROGRESS = "in_progress"
-    COMPLETED = "completed"
-    DOWNLOADED = "downloaded"
-    DELIVERED = "delivered"
-    FAILED = "failed"
-    STALLED = "stalled"
-    REJECTED = "rejected"
-    UNKNOWN = "unknown"
-    UNDELIVERABLE = "undeliverable"
+__all__ = [
+    "IN_FLIGHT_STATES",
+    "POLLED_STATES",
+    "TRANSITIONS",
+    "Admission",
+    "AdmissionRefused",
+    "IllegalTransition",
+    "Job",
+    "JobNotFound",
+    "JobState",
+    "JobStore",
+    "NewJob",
+    "StoreUnavailable",
+]
 
 
 S = JobState
-
-#: Every legal move, in one place. Anything else raises IllegalTransition.
-TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    S.SUBMITTING: frozenset({S.PENDING, S.REJECTED, S.UNKNOWN}),
-    S.PENDING: frozenset({S.IN_PROGRESS, S.COMPLETED, S.FAILED, S.STALLED}),
-    S.IN_PROGRESS: frozenset({S.COMPLETED, S.FAILED, S.STALLED}),
-    S.COMPLETED: frozenset({S.DOWNLOADED, S.FAILED}),  # failed: the service no longer has the video
-    S.DOWNLOADED: frozenset({S.DELIVERED, S.UNDELIVERABLE}),
-    S.UNDELIVERABLE: frozenset({S.DELIVERED}),
-    S.DELIVERED: frozenset(),
-    S.FAILED: frozenset(),
-    S.STALLED: frozenset(),
-    S.REJECTED: frozenset(),
-    S.UNKNOWN: frozenset(),
-}
-
-POLLED_STATES = (S.PENDING, S.IN_PROGRESS)
-#: States that hold a slot of the per-user limit: the request is not finished yet.
-IN_FLIGHT_STATES = (S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
-#: States that still need the worker after a restart.
-UNFINISHED_STATES = (S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
 
 
 class IllegalTransition(BotError):
@@ -68,6 +57,10 @@ class IllegalTransition(BotError):
 
 class JobNotFound(BotError):
     pass
+
+
+class StoreUnavailable(BotError):
+    """The database could not be written or read (full, locked, I/O error): nothing was recorded."""
 
 
 class AdmissionRefused(BotError):
@@ -107,6 +100,11 @@ class Job:
     delivered_channel_id: int | None
     delivered_message_id: int | None
     last_error: str | None
+    told_at: float | None  # when the requester got the final message
+    step_attempts: int  # failed attempts of the current download or upload
+    step_failing_since: float | None
+    notice_attempts: int  # failed attempts to send the final message
+    waiting_notice_sent: bool
 
     def __repr__(self) -> str:
         # The interaction token is a credential for 15 minutes: keep it out of logs.
@@ -127,6 +125,7 @@ def _job(row: aiosqlite.Row) -> Job:
     values = dict(zip(row.keys(), tuple(row), strict=True))
     values["state"] = JobState(values["state"])
     values["slow_notice_sent"] = bool(values["slow_notice_sent"])
+    values["waiting_notice_sent"] = bool(values["waiting_notice_sent"])
     return Job(**values)
 
 
@@ -191,6 +190,17 @@ _MIGRATIONS: Sequence[str] = (
     CREATE INDEX jobs_by_guild_accepted ON jobs (guild_id, accepted_at);
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    # 2: what the requester was told, and the retries of each step, kept across restarts.
+    """
+    ALTER TABLE jobs ADD COLUMN told_at REAL;
+    ALTER TABLE jobs ADD COLUMN step_attempts INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN step_failing_since REAL;
+    ALTER TABLE jobs ADD COLUMN notice_attempts INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN waiting_notice_sent INTEGER NOT NULL DEFAULT 0;
+    UPDATE jobs SET told_at = updated_at
+        WHERE state IN ('delivered', 'failed', 'stalled', 'rejected', 'unknown', 'undeliverable');
+    CREATE INDEX jobs_untold ON jobs (told_at, state);
+    """,
 )
 
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -214,7 +224,9 @@ class JobStore:
         try:
             await db.execute("PRAGMA journal_mode=WAL")
             await db.execute("PRAGMA synchronous=FULL")  # a recorded charge must survive a power cut
-            await db.execute("PRAGMA busy_timeout=5000")
+            # The row is written before the interaction is acknowledged: a locked database must fail fast,
+            # well inside Discord's 3 s, rather than let the interaction die.
+            await db.execute("PRAGMA busy_timeout=1500")
             await store._migrate()
         except BaseException:
             await db.close()
@@ -242,20 +254,29 @@ class JobStore:
 
     @contextlib.asynccontextmanager
     async def _write(self) -> AsyncIterator[None]:
-        """BEGIN IMMEDIATE … COMMIT under the store's lock, so coroutines never interleave a write."""
-        async with self._write_lock:
+        """BEGIN IMMEDIATE … COMMIT under the store's lock, so coroutines never interleave a write.
+
+        A full disk, a locked file or an I/O error becomes StoreUnavailable: nothing was recorded.
+        """
+        async with self._write_lock, _unavailable_on_database_errors():
             await self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield
             except BaseException:
-                await self._db.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # a failed BEGIN/COMMIT may leave no transaction
+                    await self._db.execute("ROLLBACK")
                 raise
-            await self._db.execute("COMMIT")
+            try:
+                await self._db.execute("COMMIT")
+            except sqlite3.Error:
+                with contextlib.suppress(sqlite3.Error):
+                    await self._db.execute("ROLLBACK")
+                raise
 
     # -- writes -------------------------------------------------------------------------------
 
     async def add_submission(self, new: NewJob, admission: Admission | None = None) -> Job:
-        """Write the row in `submitting`, after the guardrails pass in the same transaction."""
+        """Write the request down in `received`, after the guardrails pass in the same transaction."""
         now = self._clock()
         async with self._write():
             if admission is not None:
@@ -265,7 +286,7 @@ class JobStore:
                        upload_limit_bytes, interaction_token, interaction_expires_at, created_at, updated_at)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
-                    S.SUBMITTING, new.model, new.prompt, new.seed, new.user_id, new.guild_id, new.channel_id,
+                    S.RECEIVED, new.model, new.prompt, new.seed, new.user_id, new.guild_id, new.channel_id,
                     new.locale, new.upload_limit_bytes, new.interaction_token, new.interaction_expires_at, now, now,
                 ),
             )
@@ -276,8 +297,8 @@ class JobStore:
     async def _check_admission(self, new: NewJob, admission: Admission, now: float) -> None:
         if admission.cooldown_seconds > 0:
             row = await self._one(
-                "SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND state != ?",
-                (new.user_id, S.REJECTED),
+                "SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND state NOT IN (?, ?)",
+                (new.user_id, S.REJECTED, S.INTERRUPTED),
             )
             last = row[0] if row else None
             if last is not None and now - last < admission.cooldown_seconds:
@@ -291,11 +312,12 @@ class JobStore:
             if active >= admission.max_active_jobs:
                 raise AdmissionRefused("too_many_active", None, active=active, limit=admission.max_active_jobs)
         if admission.guild_daily_cap_yen is not None and new.guild_id is not None:
-            # Requests still being submitted count at full price: they may be charged any moment.
+            # Requests not yet answered count at full price: they may be charged any moment.
+            unsent = _marks(UNSENT_OR_SENDING)
             row = await self._one(
-                """SELECT COALESCE(SUM(CASE WHEN state = ? THEN ? ELSE charged_yen END), 0) FROM jobs
-                   WHERE guild_id = ? AND (state = ? OR (accepted_at >= ? AND accepted_at < ?))""",
-                (S.SUBMITTING, admission.price_yen, new.guild_id, S.SUBMITTING, admission.day_start,
+                f"""SELECT COALESCE(SUM(CASE WHEN state IN ({unsent}) THEN ? ELSE charged_yen END), 0) FROM jobs
+                   WHERE guild_id = ? AND (state IN ({unsent}) OR (accepted_at >= ? AND accepted_at < ?))""",
+                (*UNSENT_OR_SENDING, admission.price_yen, new.guild_id, *UNSENT_OR_SENDING, admission.day_start,
                  admission.day_end),
             )
             spent = int(row[0]) if row else 0
@@ -305,31 +327,57 @@ class JobStore:
                 )
 
     async def transition(self, job_id: int, target: JobState, **changes: Any) -> Job:
-        """Move a job to `target` if the move is legal, updating other columns in the same statement."""
-        sources = [state for state, targets in TRANSITIONS.items() if target in targets]
-        now = self._clock()
-        assignments = {"state": target, "updated_at": now, **changes}
-        _check_columns(assignments)
-        sets = ", ".join(f"{column} = ?" for column in assignments)
+        """Move a job to `target` if the table allows it, updating other columns in the same statement."""
         async with self._write():
-            cursor = await self._db.execute(
-                f"UPDATE jobs SET {sets} WHERE id = ? AND state IN ({_marks(sources)})",
-                (*assignments.values(), job_id, *sources),
-            )
-            if cursor.rowcount != 1:
-                row = await self._one("SELECT state FROM jobs WHERE id = ?", (job_id,))
-                raise IllegalTransition(job_id, row[0] if row else None, target)
+            await self._move(job_id, target, changes)
         return await self.get(job_id)
 
-    async def mark_accepted(self, job_id: int, service_job_id: str, charged_yen: int, next_poll_at: float) -> Job:
-        return await self.transition(
-            job_id,
-            S.PENDING,
-            service_job_id=service_job_id,
-            charged_yen=charged_yen,
-            accepted_at=self._clock(),
-            next_poll_at=next_poll_at,
+    async def _move(self, job_id: int, target: JobState, changes: Mapping[str, Any]) -> None:
+        """The one place a state changes (inside a write transaction), checked against TRANSITIONS."""
+        sources = sources_of(target)
+        assignments = {"state": target, "updated_at": self._clock(), **changes}
+        _check_columns(assignments)
+        sets = ", ".join(f"{column} = ?" for column in assignments)
+        cursor = await self._db.execute(
+            f"UPDATE jobs SET {sets} WHERE id = ? AND state IN ({_marks(sources)})",
+            (*assignments.values(), job_id, *sources),
         )
+        if cursor.rowcount != 1:
+            row = await self._one("SELECT state FROM jobs WHERE id = ?", (job_id,))
+            raise IllegalTransition(job_id, row[0] if row else None, target)
+
+    async def mark_accepted(self, job_id: int, service_job_id: str, charged_yen: int, next_poll_at: float) -> Job:
+        """Record the 202: the service's job id and the charge, in one transaction.
+
+        If another request already holds that job id, the first keeps the job: this one ends failed,
+        charged, with both references in its reason, so one file is never posted for two requests.
+        """
+        async with self._write():
+            holder = await self._one("SELECT id FROM jobs WHERE service_job_id = ?", (service_job_id,))
+            now = self._clock()
+            if holder is None:
+                await self._move(job_id, S.PENDING, {
+                    "service_job_id": service_job_id, "charged_yen": charged_yen, "accepted_at": now,
+                    "next_poll_at": next_poll_at,
+                })
+            else:
+                await self._move(job_id, S.FAILED, {
+                    "charged_yen": charged_yen, "accepted_at": now, "finished_at": now,
+                    "last_error": f"the service gave job id {service_job_id}, which request #{holder[0]} already holds",
+                })
+        return await self.get(job_id)
+
+    async def mark_charged_unusable(self, job_id: int, charged_yen: int, shown_id: str) -> Job:
+        """A 202 whose job id cannot be used safely: charged, never polled, failed at once."""
+        now = self._clock()
+        return await self.transition(
+            job_id, S.FAILED, charged_yen=charged_yen, accepted_at=now, finished_at=now,
+            last_error=f"the service gave an unusable job id {shown_id}",
+        )
+
+    async def mark_told(self, job_id: int) -> None:
+        """The requester got the final message (or one could never be delivered, after the retries)."""
+        await self.update(job_id, told_at=self._clock())
 
     async def schedule_polls(self, slots: Mapping[int, float]) -> None:
         """Set the next poll time of many jobs in one transaction."""
@@ -351,16 +399,32 @@ class JobStore:
                 raise JobNotFound(f"no job #{job_id}")
         return await self.get(job_id)
 
-    async def recover_interrupted_submissions(self) -> list[Job]:
-        """At start-up: a row still in `submitting` may have been sent and charged. It is never resent."""
-        async with self._db.execute("SELECT id FROM jobs WHERE state = ?", (S.SUBMITTING,)) as cursor:
-            ids = [row[0] for row in await cursor.fetchall()]
-        return [
-            await self.transition(
-                job_id, S.UNKNOWN, last_error="the bot stopped while the request was being sent"
-            )
-            for job_id in ids
-        ]
+    async def recover_after_restart(self) -> list[Job]:
+        """At start-up, before any command runs: requests the last run left half-done.
+
+        `received` never left the bot: interrupted, nothing spent. `submitting` may have been sent and
+        charged: outcome unknown, never resent. Both are then owed a final message (see `untold`).
+        """
+        moved: list[Job] = []
+        for source, target, reason in (
+            (S.RECEIVED, S.INTERRUPTED, "the bot stopped before the request was sent"),
+            (S.SUBMITTING, S.UNKNOWN, "the bot stopped while the request was being sent"),
+        ):
+            for job in await self.jobs_in_states((source,)):
+                moved.append(await self.transition(job.id, target, last_error=reason))
+        return moved
+
+    async def untold(self, *, older_than: float, max_notice_attempts: int, limit: int = 100) -> list[Job]:
+        """Requests in a state owed a final message that nobody has sent yet.
+
+        `older_than` leaves alone the ones the running process is telling right now.
+        """
+        owed = (*FINAL_STATES - {S.DELIVERED}, S.UNDELIVERABLE)
+        return await self._jobs(
+            f"SELECT * FROM jobs WHERE told_at IS NULL AND state IN ({_marks(owed)}) AND updated_at <= ? "
+            "AND notice_attempts < ? ORDER BY id LIMIT ?",
+            (*owed, older_than, max_notice_attempts, limit),
+        )
 
     async def get_meta(self, key: str) -> str | None:
         row = await self._one("SELECT value FROM meta WHERE key = ?", (key,))
@@ -451,3 +515,13 @@ def _check_columns(assignments: Mapping[str, Any]) -> None:
     unknown = set(assignments) - set(_JOB_COLUMNS)
     if unknown or "id" in assignments:
         raise ValueError(f"not updatable job columns: {sorted(unknown | ({'id'} & set(assignments)))}")
+
+
+@contextlib.asynccontextmanager
+async def _unavailable_on_database_errors() -> AsyncIterator[None]:
+    try:
+        yield
+    except sqlite3.IntegrityError:
+        raise  # a broken rule of the schema is a bug, not an outage
+    except sqlite3.DatabaseError as exc:
+        raise StoreUnavailable(f"the database could not be written: {exc}") from exc

@@ -13,7 +13,7 @@ from bot import views
 from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed, VideoServiceError
 from bot.i18n import t
 from bot.models import DEFAULT_MODEL
-from bot.store import AdmissionRefused
+from bot.store import AdmissionRefused, StoreUnavailable
 
 if TYPE_CHECKING:
     from bot.video_bot import VideoBot
@@ -63,6 +63,8 @@ def friendly_text(error: BaseException, locale: str) -> str | None:
         return views.submission_failed_text(error, locale, price_yen=price)
     if isinstance(error, VideoServiceError):
         return t(locale, "error.service_unreachable")
+    if isinstance(error, StoreUnavailable):
+        return t(locale, "error.store_unavailable")
     if isinstance(error, app_commands.NoPrivateMessage):
         return t(locale, "error.guild_only")
     return None
@@ -87,4 +89,18 @@ class VideoCommandTree(app_commands.CommandTree["VideoBot"]):
         try:
             await respond(interaction, text, ephemeral=True)
         except discord.HTTPException:
+            # A recorded request stays "owed a message": the worker's sweep tells it in the channel.
             log.warning("could not tell user %s about an error: the interaction is gone", interaction.user.id)
+            return
+        job_id = _ended_request(cause)
+        if job_id is not None:
+            await interaction.client.requests.told(job_id)
+
+
+def _ended_request(error: BaseException) -> int | None:
+    """The recorded request that this error was the final answer to, if any."""
+    if isinstance(error, SubmissionFailed) and error.final:
+        return error.job_id
+    if isinstance(error, BudgetTooLow):
+        return error.job_id
+    return None

@@ -15,7 +15,7 @@ from bot.health import write_heartbeat
 from bot.i18n import CatalogueTranslator
 from bot.models import DEFAULT_MODEL
 from bot.settings import Settings
-from bot.store import Job, JobStore
+from bot.store import JobStore
 from bot.tree import VideoCommandTree
 from bot.video_client import VideoServiceClient
 from bot.video_requests import VideoRequests
@@ -50,7 +50,6 @@ class VideoBot(commands.Bot):
         self.force_sync = force_sync
         self.model = DEFAULT_MODEL
         self._shut_down = False
-        self._interrupted: list[Job] = []
 
     def attach(self, services: Services) -> None:
         """Take the parts built by the composition root (tests attach theirs the same way)."""
@@ -62,10 +61,10 @@ class VideoBot(commands.Bot):
 
     async def setup_hook(self) -> None:
         self.attach(await open_services(self.settings, DiscordDelivery(self, price_yen=self.model.price_yen)))
-        # Before any command can run: only rows left over from the last run are in `submitting` now.
-        self._interrupted = await self.store.recover_interrupted_submissions()
-        for job in self._interrupted:
-            log.warning("request %s was being sent when the bot stopped: outcome unknown, not resent", job.reference)
+        # Before any command can run, so only rows the last run left half-done are `received` or
+        # `submitting` now. Their requesters are told once the worker runs (it sweeps for them).
+        for job in await self.store.recover_after_restart():
+            log.warning("request %s was cut off by the last stop: %s, not resent", job.reference, job.state)
         await self.tree.set_translator(CatalogueTranslator())
         for extension in EXTENSIONS:
             await self.load_extension(extension)
@@ -76,10 +75,6 @@ class VideoBot(commands.Bot):
         log.info("connected as %s (%s) to %d servers", self.user, self.application_id, len(self.guilds))
         if not self.worker.running:
             self.worker.start()
-            # Their interactions died with the old process: tell the requesters in the channel.
-            for job in self._interrupted:
-                self.worker.tell(job, "unknown")
-            self._interrupted = []
         if self.settings.heartbeat_path is not None and not self.heartbeat.is_running():
             self.heartbeat.start()
 

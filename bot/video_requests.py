@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Coroutine
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 from bot import guardrails
 from bot.errors import (
@@ -16,10 +19,13 @@ from bot.errors import (
     ServerError,
     ServiceUnreachable,
     SubmissionFailed,
+    UnusableJobId,
+    VideoServiceError,
 )
 from bot.models import DEFAULT_MODEL, VideoModel
 from bot.settings import Settings
-from bot.store import Job, JobState, JobStore, NewJob
+from bot.retry import RECORD_RETRY, RetryPolicy, retrying
+from bot.store import Job, JobState, JobStore, NewJob, StoreUnavailable
 from bot.validation import check_seed, clean_prompt
 from bot.video_client import VideoServiceClient
 
@@ -43,8 +49,17 @@ class VideoRequest:
     interaction_created_at: float | None = None
 
 
+def _reason(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, VideoServiceError) else type(exc).__name__
+
+
 class VideoRequests:
-    """Turns a validated request into at most one create call, with the row written first."""
+    """Turns a validated request into at most one create call, with the request written down first.
+
+    `record` writes the row (`received`) before the interaction is acknowledged, so every acknowledged
+    request exists in the database; `send` checks the budget, moves it to `submitting` (the write-ahead
+    of the create) and sends the create once.
+    """
 
     def __init__(
         self,
@@ -53,32 +68,36 @@ class VideoRequests:
         settings: Settings,
         *,
         on_accepted: Callable[[Job], None] = lambda job: None,
+        tell: Callable[[Job, str], None] = lambda job, notice: None,
         model: VideoModel = DEFAULT_MODEL,
         clock: Callable[[], float] = time.time,
+        record_retry: RetryPolicy = RECORD_RETRY,
     ) -> None:
         self._store = store
         self._client = client
         self._settings = settings
         self._on_accepted = on_accepted
+        self._tell = tell
         self.model = model
         self._clock = clock
+        self._record_retry = record_retry
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def validate(self, prompt: str, seed: int | None) -> tuple[str, int | None]:
         """Raises InvalidRequest for input that cannot succeed; cheap enough to run before deferring."""
         return clean_prompt(prompt), check_seed(seed, self.model)
 
     async def submit(self, request: VideoRequest) -> Job:
+        """`record` then `send`, for callers with no interaction to acknowledge in between."""
+        return await self.send(await self.record(request))
+
+    async def record(self, request: VideoRequest) -> Job:
+        """Write the request down (guardrails checked in the same transaction); nothing is sent yet."""
         prompt, seed = self.validate(request.prompt, request.seed)
         guardrails.check_place(self._settings, request.channel_id, request.role_ids)
-        price = self.model.price_yen
-
-        info = await self._client.key_info()
-        if info.max_budget is not None and info.max_budget - info.spend < price:
-            raise BudgetTooLow(info.spend, info.max_budget, price)
-
         now = self._clock()
         created = request.interaction_created_at
-        job = await self._store.add_submission(
+        return await self._store.add_submission(
             NewJob(
                 model=self.model.id,
                 prompt=prompt,
@@ -91,11 +110,30 @@ class VideoRequests:
                 interaction_token=request.interaction_token,
                 interaction_expires_at=(created + INTERACTION_TOKEN_SECONDS) if created is not None else None,
             ),
-            guardrails.admission(self._settings, now, price),
+            guardrails.admission(self._settings, now, self.model.price_yen),
         )
-        return await self._create_once(job, prompt, seed)
+
+    async def send(self, job: Job) -> Job:
+        """Check the budget, then send the create at most once. Raises SubmissionFailed or BudgetTooLow."""
+        price = self.model.price_yen
+        try:
+            info = await self._client.key_info()
+        except Exception as exc:
+            # Nothing was sent: the request ends here, and the requester is told nothing was spent.
+            await self._store.transition(job.id, JobState.REJECTED, last_error=_reason(exc))
+            raise SubmissionFailed(job.id, "busy", _reason(exc)) from exc
+        if info.max_budget is not None and info.max_budget - info.spend < price:
+            await self._store.transition(job.id, JobState.REJECTED, last_error="the budget cannot pay for it")
+            raise BudgetTooLow(info.spend, info.max_budget, price, job_id=job.id)
+        try:
+            job = await self._store.transition(job.id, JobState.SUBMITTING)
+        except StoreUnavailable as exc:
+            # No write-ahead, no create: nothing was sent and nothing spent.
+            raise SubmissionFailed(job.id, "not_recorded", str(exc)) from exc
+        return await self._create_once(job, job.prompt, job.seed)
 
     async def _create_once(self, job: Job, prompt: str, seed: int | None) -> Job:
+        price = self.model.price_yen
         try:
             remote = await self._client.create(prompt, seed, self.model)
         except Rejected as exc:
@@ -104,6 +142,11 @@ class VideoRequests:
         except (RateLimited, ServerError, ServiceUnreachable) as exc:
             await self._store.transition(job.id, JobState.REJECTED, last_error=str(exc))
             raise SubmissionFailed(job.id, "busy", str(exc)) from exc
+        except UnusableJobId as exc:
+            # Accepted and charged, but the id is not safe to use: never polled, the requester gets it for support.
+            log.error("request %s accepted with an unusable job id %s (%d yen)", job.reference, exc.shown, price)
+            failed = await self._store.mark_charged_unusable(job.id, price, exc.shown)
+            raise SubmissionFailed(job.id, "charged_unusable", failed.last_error or exc.shown) from exc
         except OutcomeUnknown as exc:
             await self._store.transition(job.id, JobState.UNKNOWN, last_error=str(exc))
             raise SubmissionFailed(job.id, "unknown", str(exc)) from exc
@@ -112,12 +155,60 @@ class VideoRequests:
             await self._store.transition(job.id, JobState.UNKNOWN, last_error=type(exc).__name__)
             raise
         # Logged before the write: if the write fails, the operator can still trace the charge.
-        log.info("request %s accepted as job %s (%d yen)", job.reference, remote.id, self.model.price_yen)
-        accepted = await self._store.mark_accepted(
-            job.id, remote.id, self.model.price_yen, next_poll_at=self._clock() + self._settings.poll_interval_seconds
-        )
+        log.info("request %s accepted as job %s (%d yen)", job.reference, remote.id, price)
+        next_poll_at = self._clock() + self._settings.poll_interval_seconds
+        try:
+            accepted = await self._store.mark_accepted(job.id, remote.id, price, next_poll_at)
+        except StoreUnavailable as exc:
+            log.error("request %s: job %s was accepted and charged %d yen but could not be recorded (%s); "
+                      "retrying the write", job.reference, remote.id, price, exc)
+            self._spawn(self._record_later(job, remote.id, next_poll_at), f"record-{job.id}")
+            raise SubmissionFailed(job.id, "charged_unrecorded", remote.id, service_job_id=remote.id) from exc
+        if accepted.state == JobState.FAILED:
+            log.error("request %s: the service returned job id %s again (%s); charged %d yen, not polled",
+                      job.reference, remote.id, accepted.last_error, price)
+            raise SubmissionFailed(job.id, "charged_unusable", accepted.last_error or remote.id)
         self._on_accepted(accepted)
         return accepted
+
+    async def _record_later(self, job: Job, service_job_id: str, next_poll_at: float) -> None:
+        """Keep trying to record an accepted job; the requester was already told its id and the charge."""
+        try:
+            accepted = await retrying(
+                self._record_retry,
+                lambda: self._store.mark_accepted(job.id, service_job_id, self.model.price_yen, next_poll_at),
+                retry_on=(StoreUnavailable,),
+                what=f"recording job {service_job_id} of request {job.reference}",
+            )
+        except StoreUnavailable:
+            log.error("request %s: job %s (charged %d yen) could not be recorded within %.0f s; the requester is "
+                      "told to give support the job id", job.reference, service_job_id, self.model.price_yen,
+                      self._record_retry.deadline)
+            self._tell(replace(job, service_job_id=service_job_id), "unrecorded")
+            return
+        log.info("request %s: job %s recorded after all", job.reference, service_job_id)
+        if accepted.state == JobState.PENDING:
+            self._on_accepted(accepted)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def told(self, job_id: int) -> None:
+        """The requester got this request's final answer through the interaction."""
+        await self._store.mark_told(job_id)
+
+    async def handed_over(self, job: Job) -> None:
+        """/status gave the requester the file that could not be posted: delivered, and the file removed."""
+        await self._store.transition(job.id, JobState.DELIVERED, told_at=self._clock())
+        if job.file_path:
+            Path(job.file_path).unlink(missing_ok=True)
 
     async def remember_reply(self, job: Job, message_id: int) -> None:
         """The worker edits this reply as the job moves on, while the interaction token lives."""

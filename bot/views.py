@@ -154,6 +154,12 @@ def submission_failed_text(error: SubmissionFailed, locale: str, *, price_yen: i
         return t(locale, "error.rejected", ref=ref, reason=excerpt(error.reason), zero=yen(0, locale))
     if error.kind == "busy":
         return t(locale, "error.busy", ref=ref, zero=yen(0, locale))
+    if error.kind == "not_recorded":
+        return t(locale, "error.not_recorded", ref=ref, zero=yen(0, locale))
+    if error.kind in ("charged_unusable", "charged_unrecorded"):
+        job_id = f"`{inline_code(error.service_job_id or '—', 40)}`"
+        return t(locale, f"error.{error.kind}", ref=ref, price=yen(price_yen, locale), reason=excerpt(error.reason),
+                 job_id=job_id)
     return t(locale, "error.unknown_outcome", ref=ref, price=yen(price_yen, locale))
 
 
@@ -197,8 +203,9 @@ def delivered_text(job: Job, *, price_yen: int, compressed: bool, via_dm: bool) 
 
 def announcement_text(job: Job, event: str, *, price_yen: int) -> str:
     """`failed`, `slow`, `stalled`, `undeliverable` or `unknown`: told to the requester in the channel."""
-    return t(job.locale, f"deliver.{event}", mention=mention(job), ref=job.reference, job_id=job.service_job_id,
-             price=yen(price_yen, job.locale), minutes=SLOW_AFTER_MINUTES, hours=STALLED_AFTER_HOURS)
+    return t(job.locale, f"deliver.{event}", mention=mention(job), ref=job.reference, job_id=job_id_text(job),
+             price=yen(price_yen, job.locale), minutes=SLOW_AFTER_MINUTES, hours=STALLED_AFTER_HOURS,
+             reason=excerpt(job.last_error or "—", 300))
 
 
 def requester_only(job: Job) -> discord.AllowedMentions:

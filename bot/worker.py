@@ -20,20 +20,37 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import aiohttp
+import discord
+
 from bot.errors import (
     BotError,
+    InsufficientStorage,
     ProtocolError,
     RateLimited,
     Rejected,
     ServerError,
     ServiceUnreachable,
+    VideoServiceError,
 )
-from bot.store import Job, JobState, JobStore
+from bot.retry import DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY, RetryPolicy, retrying
+from bot.store import Job, JobState, JobStore, StoreUnavailable
 from bot.video_client import VideoServiceClient
 
 log = logging.getLogger(__name__)
 
 S = JobState
+
+
+#: A job still waiting after these gets a "taking long" note; after these it is given up (stalled).
+SLOW_AFTER_SECONDS = 30 * 60
+STALLED_AFTER_SECONDS = 6 * 3600
+
+
+def _reason(exc: BaseException) -> str:
+    """A short, key-free description of a failure for the job's record and the log."""
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 class Undeliverable(BotError):
@@ -55,8 +72,11 @@ class Deliverer(Protocol):
         """Post the video; raise Undeliverable when no place takes it, anything else to retry later."""
         ...
 
-    async def announce(self, job: Job, event: str) -> None:
-        """Tell the requester about `failed`, `slow`, `stalled`, `undeliverable` or `unknown`."""
+    async def announce(self, job: Job, event: str, *, via_interaction: bool = False) -> None:
+        """Tell the requester about `event`; raise Undeliverable when no place takes it.
+
+        `via_interaction`: try the original interaction first while its token lives.
+        """
         ...
 
     async def show_progress(self, job: Job) -> None:
@@ -74,13 +94,36 @@ class WorkerConfig:
     # A due job may wait this share of the interval, so jobs due close together share one claim
     # (one write transaction) instead of one each: at 1,000 jobs that is most of the loop's work.
     claim_window: float = 0.025
-    slow_after: float = 30 * 60
-    give_up_after: float = 6 * 3600
+    slow_after: float = SLOW_AFTER_SECONDS
+    give_up_after: float = STALLED_AFTER_SECONDS
     rate_limit_backoff: float = 10.0  # pause when a 429 carries no Retry-After
-    retry_delays: tuple[float, ...] = (2.0, 5.0, 15.0, 30.0, 60.0)  # downloads and uploads
-    # A download the service keeps refusing (404/410: the video expired) will not come back.
-    download_refusals_before_failing: int = 5
+    download_retry: RetryPolicy = DOWNLOAD_RETRY
+    upload_retry: RetryPolicy = UPLOAD_RETRY
+    notice_retry: RetryPolicy = NOTICE_RETRY
+    notice_rounds: int = NOTICE_ROUNDS
+    max_download_bytes: int = 100 * 1024 * 1024
+    # No disk space for a finished video: keep trying this often, tell the requester once after
+    # `storage_notice_after`, and give up (failed, job id for support) after `storage_wait_limit` from
+    # completion, before the service's retention would lose the video anyway.
+    storage_retry_seconds: float = 30.0
+    storage_notice_after: float = 5 * 60
+    storage_wait_limit: float = 60 * 60
+    # Requests owed a final message are looked for this often; ones changed more recently than
+    # `sweep_grace` are left to whoever is telling them right now.
+    sweep_interval: float = 60.0
+    sweep_grace: float = 120.0
     idle_wake: float = 30.0  # the loop wakes at least this often, so the heartbeat stays fresh
+
+
+#: The final message each state is owed (a delivered video is its own).
+FINAL_NOTICE: dict[JobState, str] = {
+    S.FAILED: "failed",
+    S.STALLED: "stalled",
+    S.UNDELIVERABLE: "undeliverable",
+    S.UNKNOWN: "unknown",
+    S.INTERRUPTED: "interrupted",
+    S.REJECTED: "rejected",
+}
 
 
 class JobWorker:
@@ -107,13 +150,14 @@ class JobWorker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._finishing: set[int] = set()
         self._polling: set[int] = set()
-        self._download_refusals: dict[int, int] = {}
+        self._told_paths: set[int] = set()  # jobs whose ignored service paths were logged already
 
     # -- life cycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
         if self._main is None or self._main.done():
             self._main = asyncio.create_task(self._run(), name="job-worker")
+            self._track(asyncio.create_task(self._sweep_loop(), name="final-messages"))
 
     @property
     def running(self) -> bool:
@@ -153,6 +197,31 @@ class JobWorker:
         unfinished = await self._store.jobs_in_states((S.PENDING, S.IN_PROGRESS))
         if unfinished or self._finishing:
             log.info("resuming %d jobs to poll and %d to finish", len(unfinished), len(self._finishing))
+
+    async def _sweep_loop(self) -> None:
+        """Every request that ended without its final message gets one: at start-up, then periodically."""
+        grace = 0.0  # at start-up nothing is being told yet: take them all
+        while True:
+            try:
+                await self.tell_untold(grace)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("looking for requesters still owed a message failed; continuing")
+            grace = self._config.sweep_grace
+            await asyncio.sleep(self._config.sweep_interval)
+
+    async def tell_untold(self, grace: float) -> int:
+        """Send the final message of every request that is owed one; returns how many were sent."""
+        told = 0
+        for job in await self._store.untold(
+            older_than=self._clock() - grace, max_notice_attempts=self._config.notice_rounds
+        ):
+            if job.id in self._finishing:
+                continue
+            log.info("telling the requester of %s (%s) what became of it", job.reference, job.state)
+            told += await self._finalize(job, FINAL_NOTICE[job.state], via_interaction=True)
+        return told
 
     async def _cycle(self) -> None:
         now = self._clock()
@@ -230,6 +299,10 @@ class JobWorker:
 
         # The request may have waited for a free slot or for the pacer after its next slot was claimed.
         # If that slot is now less than an interval away, the interval runs from the answer instead.
+        if remote.ignored_paths and job.id not in self._told_paths:
+            self._told_paths.add(job.id)
+            log.warning("%s (%s): not following the paths the service sent: %s", job.reference,
+                        job.service_job_id, ", ".join(remote.ignored_paths))
         answered = self._clock()
         later: dict[str, float] = {}
         if claimed is None or claimed - answered < self._config.poll_interval:
@@ -237,11 +310,13 @@ class JobWorker:
         if remote.status == "completed":
             job = await self._store.transition(job.id, S.COMPLETED, finished_at=self._clock())
             await self._show_progress(job)
-            self._spawn_finish(job, remote.content_path)
+            self._spawn_finish(job)
         elif remote.status == "failed":
-            job = await self._store.transition(job.id, S.FAILED, finished_at=self._clock())
+            job = await self._store.transition(
+                job.id, S.FAILED, finished_at=self._clock(), last_error="the job failed at the video service"
+            )
             log.warning("job %s (%s) failed at the service", job.reference, job.service_job_id)
-            await self._announce(job, "failed")
+            await self._finalize(job, "failed")
             await self._show_progress(job)
         else:
             if remote.status == "in_progress" and job.state == S.PENDING:
@@ -256,7 +331,7 @@ class JobWorker:
         if age >= self._config.give_up_after:
             job = await self._store.transition(job.id, S.STALLED, last_error="no result after the time limit")
             log.warning("job %s (%s) stalled", job.reference, job.service_job_id)
-            await self._announce(job, "stalled")
+            await self._finalize(job, "stalled")
             await self._show_progress(job)
         elif age >= self._config.slow_after and not job.slow_notice_sent:
             await self._store.update(job.id, slow_notice_sent=1)
@@ -264,57 +339,90 @@ class JobWorker:
 
     # -- download and delivery -----------------------------------------------------------------
 
-    def _spawn_finish(self, job: Job, content_path: str | None = None) -> None:
+    def _spawn_finish(self, job: Job) -> None:
         if job.id in self._finishing:
             return
         self._finishing.add(job.id)
-        self._track(asyncio.create_task(self._finish(job, content_path), name=f"finish-{job.id}"))
+        self._track(asyncio.create_task(self._finish(job), name=f"finish-{job.id}"))
 
-    async def _finish(self, job: Job, content_path: str | None) -> None:
+    async def _finish(self, job: Job) -> None:
+        """Download, then post; each step retried within its policy, the count kept on the job."""
         try:
-            if job.state == S.COMPLETED:
-                job = await self._retrying(job, "download", lambda: self._download(job, content_path))
-            if job.state == S.DOWNLOADED:
-                job = await self._retrying(job, "delivery", lambda: self._deliver(job))
+            while job.state in (S.COMPLETED, S.DOWNLOADED):
+                downloading = job.state == S.COMPLETED
+                try:
+                    job = await (self._download(job) if downloading else self._deliver(job))
+                except InsufficientStorage as exc:
+                    job = await self._wait_for_storage(job, exc)
+                except (asyncio.CancelledError, StoreUnavailable):
+                    raise
+                except Exception as exc:
+                    job = await self._step_failed(job, exc, downloading=downloading)
+        except StoreUnavailable:
+            # The job stays where the database last has it; resume() picks it up after a restart.
+            log.exception("%s: the database failed while finishing it", job.reference)
         finally:
             self._finishing.discard(job.id)
 
-    async def _retrying(self, job: Job, what: str, step: Callable[[], Awaitable[Job]]) -> Job:
-        """Run a free, repeatable step until it succeeds; the delays are capped, the attempts are not."""
-        attempt = 0
-        while True:
-            try:
-                return await step()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                delay = self._config.retry_delays[min(attempt, len(self._config.retry_delays) - 1)]
-                log.exception("%s of %s failed; retrying in %.0f s", what, job.reference, delay)
-                attempt += 1
-                await asyncio.sleep(delay)
-
-    async def _download(self, job: Job, content_path: str | None) -> Job:
-        assert job.service_job_id is not None
-        destination = self._config.storage_dir / f"{job.id}.mp4"
-        try:
-            size = await self._client.download(job.service_job_id, destination, content_path=content_path)
-        except Rejected as exc:
-            refusals = self._download_refusals[job.id] = self._download_refusals.get(job.id, 0) + 1
-            if refusals < self._config.download_refusals_before_failing:
-                raise
-            # Paid for but gone: the requester gets the job id for support, as for a failed job.
-            self._download_refusals.pop(job.id, None)
+    async def _step_failed(self, job: Job, exc: Exception, *, downloading: bool) -> Job:
+        """Count a failed download or upload on the job; past the policy, end it and tell the requester."""
+        policy = self._config.download_retry if downloading else self._config.upload_retry
+        what = "download" if downloading else "upload"
+        now = self._clock()
+        attempts = job.step_attempts + 1
+        since = job.step_failing_since if job.step_failing_since is not None else now
+        delay = policy.delay(attempts)
+        reason = _reason(exc)
+        if policy.allows(attempts, now - since, delay):
+            expected = isinstance(exc, (VideoServiceError, discord.HTTPException))
+            log.warning("%s of %s failed (attempt %d of %d): %s; retrying in %.0f s", what, job.reference, attempts,
+                        policy.attempts, reason, delay, exc_info=None if expected else exc)
+            job = await self._store.update(job.id, step_attempts=attempts, step_failing_since=since,
+                                           last_error=f"{what} failed: {reason}")
+            await asyncio.sleep(delay)
+            return job
+        log.error("%s of %s failed %d times over %.0f s; giving up: %s", what, job.reference, attempts, now - since,
+                  reason)
+        if downloading:
             job = await self._store.transition(
-                job.id, S.FAILED, last_error=f"the service no longer gives the video: {exc}"
+                job.id, S.FAILED, step_attempts=attempts, last_error=f"the video could not be downloaded: {reason}"
             )
-            log.error("%s (%s): download refused %d times; marked failed", job.reference, job.service_job_id,
-                      refusals)
-            await self._announce(job, "failed")
+            await self._finalize(job, "failed")
+        else:
+            job = await self._store.transition(
+                job.id, S.UNDELIVERABLE, step_attempts=attempts, last_error=f"the video could not be posted: {reason}"
+            )
+            await self._finalize(job, "undeliverable")
+        await self._show_progress(job)
+        return job
+
+    async def _wait_for_storage(self, job: Job, exc: InsufficientStorage) -> Job:
+        """No room for the video: wait (it is safe at the service for now), say so, and stop in time."""
+        waited = self._clock() - (job.finished_at or job.updated_at)
+        if waited >= self._config.storage_wait_limit:
+            log.error("%s: still no disk space for the video after %.0f s; giving up (%s)", job.reference, waited, exc)
+            job = await self._store.transition(
+                job.id, S.FAILED, last_error="the bot had no disk space to keep the video in time"
+            )
+            await self._finalize(job, "failed")
             await self._show_progress(job)
             return job
-        self._download_refusals.pop(job.id, None)
+        log.warning("%s: no disk space for the video (%s); waiting %.0f s (waited %.0f s so far)", job.reference,
+                    exc, self._config.storage_retry_seconds, waited)
+        if waited >= self._config.storage_notice_after and not job.waiting_notice_sent:
+            job = await self._store.update(job.id, waiting_notice_sent=1)
+            await self._announce(job, "storage_wait")
+        await asyncio.sleep(self._config.storage_retry_seconds)
+        return await self._store.get(job.id)
+
+    async def _download(self, job: Job) -> Job:
+        assert job.service_job_id is not None
+        destination = self._config.storage_dir / f"{job.id}.mp4"
+        size = await self._client.download(job.service_job_id, destination, max_bytes=self._config.max_download_bytes)
         log.info("downloaded %s (%d bytes)", job.reference, size)
-        job = await self._store.transition(job.id, S.DOWNLOADED, file_path=str(destination))
+        job = await self._store.transition(
+            job.id, S.DOWNLOADED, file_path=str(destination), step_attempts=0, step_failing_since=None
+        )
         await self._show_progress(job)
         return job
 
@@ -326,11 +434,12 @@ class JobWorker:
         except Undeliverable as exc:
             log.warning("%s could not be delivered: %s; the file stays at %s", job.reference, exc, video)
             job = await self._store.transition(job.id, S.UNDELIVERABLE, last_error=str(exc))
-            await self._announce(job, "undeliverable")
+            await self._finalize(job, "undeliverable")
             await self._show_progress(job)
             return job
         job = await self._store.transition(
-            job.id, S.DELIVERED, delivered_channel_id=delivery.channel_id, delivered_message_id=delivery.message_id
+            job.id, S.DELIVERED, delivered_channel_id=delivery.channel_id, delivered_message_id=delivery.message_id,
+            told_at=self._clock(), step_attempts=0, step_failing_since=None,
         )
         log.info("delivered %s as message %d", job.reference, delivery.message_id)
         if not self._config.keep_delivered_videos and not delivery.compressed:
@@ -343,13 +452,39 @@ class JobWorker:
 
     def tell(self, job: Job, event: str) -> None:
         """Announce `event` to the requester in the background."""
-        self._track(asyncio.create_task(self._announce(job, event), name=f"tell-{job.id}"))
+        self._track(asyncio.create_task(self._tell(job, event), name=f"tell-{job.id}"))
 
-    async def _announce(self, job: Job, event: str) -> None:
+    async def _tell(self, job: Job, event: str) -> None:
+        await self._announce(job, event)
+
+    async def _finalize(self, job: Job, event: str, *, via_interaction: bool = False) -> int:
+        """Send a request's final message and record that it was sent; 1 if it was, else 0."""
+        if not await self._announce(job, event, via_interaction=via_interaction):
+            await self._store.update(job.id, notice_attempts=job.notice_attempts + 1)
+            if job.notice_attempts + 1 >= self._config.notice_rounds:
+                log.error("gave up telling the requester of %s about %s after %d rounds", job.reference, event,
+                          job.notice_attempts + 1)
+            return 0
+        await self._store.mark_told(job.id)
+        return 1
+
+    async def _announce(self, job: Job, event: str, *, via_interaction: bool = False) -> bool:
+        """Tell the requester, retrying within the notice policy; False if it could not be done."""
         try:
-            await self._deliverer.announce(job, event)
+            await retrying(
+                self._config.notice_retry,
+                lambda: self._deliverer.announce(job, event, via_interaction=via_interaction),
+                retry_on=(discord.HTTPException, aiohttp.ClientError, OSError),
+                what=f"telling the requester of {job.reference} about {event}",
+            )
+        except Undeliverable as exc:
+            # The channel and the DMs both refused (DMs closed is Discord's 50007): expected, one line.
+            log.warning("could not tell the requester of %s about %s: %s", job.reference, event, exc)
+            return False
         except Exception:
             log.exception("could not tell the requester of %s about %s", job.reference, event)
+            return False
+        return True
 
     async def _show_progress(self, job: Job) -> None:
         if not job.token_alive(self._clock()):

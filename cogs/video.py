@@ -37,12 +37,13 @@ class VideoCog(commands.Cog):
         prompt: app_commands.Range[str, 1, MAX_PROMPT_CHARS],
         seed: app_commands.Range[int, MIN_SEED, MAX_SEED] | None = None,
     ) -> None:
-        # Input that cannot succeed is refused before anything else: no defer, no request, no cost.
+        # Input that cannot succeed is refused before anything else: no row, no request, no cost.
         self.bot.requests.validate(prompt, seed)
-        await interaction.response.defer(ephemeral=True, thinking=True)
         member = interaction.user
         roles = [role.id for role in member.roles] if isinstance(member, discord.Member) else []
-        job = await self.bot.requests.submit(
+        # Written down before the acknowledgement: every request the member saw acknowledged exists,
+        # so a crash at any later instant still ends with a final message for it.
+        job = await self.bot.requests.record(
             VideoRequest(
                 prompt=prompt,
                 seed=seed,
@@ -56,6 +57,8 @@ class VideoCog(commands.Cog):
                 interaction_created_at=interaction.created_at.timestamp(),
             )
         )
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        job = await self.bot.requests.send(job)
         message = await respond(interaction, embed=views.receipt_embed(job, price_yen=PRICE))
         if message is not None:
             await self.bot.requests.remember_reply(job, message.id)

@@ -1,0 +1,63 @@
+"""A request's lifecycle: its states and the one table of legal moves between them.
+
+`docs/lifecycle.md` draws this table; `tests/test_lifecycle.py` keeps the two equal and lists the
+legal moves a second time, independently, so a move added here by mistake fails a test.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobState(StrEnum):
+    RECEIVED = "received"  # written down and acknowledged; nothing sent yet
+    SUBMITTING = "submitting"  # the create request may be on its way: never resent
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    DOWNLOADED = "downloaded"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    STALLED = "stalled"
+    REJECTED = "rejected"
+    UNKNOWN = "unknown"
+    INTERRUPTED = "interrupted"  # the bot stopped before sending: nothing spent
+    UNDELIVERABLE = "undeliverable"
+
+
+S = JobState
+
+#: Every legal move, in one place. Anything else raises IllegalTransition.
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    # rejected: the budget cannot pay for it; interrupted: found here after a restart.
+    S.RECEIVED: frozenset({S.SUBMITTING, S.REJECTED, S.INTERRUPTED}),
+    # failed: accepted and charged, but the service's job id is unusable or already held by another request.
+    S.SUBMITTING: frozenset({S.PENDING, S.REJECTED, S.UNKNOWN, S.FAILED}),
+    S.PENDING: frozenset({S.IN_PROGRESS, S.COMPLETED, S.FAILED, S.STALLED}),
+    S.IN_PROGRESS: frozenset({S.COMPLETED, S.FAILED, S.STALLED}),
+    # failed: the service no longer gives the video, or no download succeeded within the retry policy.
+    S.COMPLETED: frozenset({S.DOWNLOADED, S.FAILED}),
+    S.DOWNLOADED: frozenset({S.DELIVERED, S.UNDELIVERABLE}),
+    # delivered: /status handed the file over to its requester.
+    S.UNDELIVERABLE: frozenset({S.DELIVERED}),
+    S.DELIVERED: frozenset(),
+    S.FAILED: frozenset(),
+    S.STALLED: frozenset(),
+    S.REJECTED: frozenset(),
+    S.UNKNOWN: frozenset(),
+    S.INTERRUPTED: frozenset(),
+}
+
+#: States the worker polls at the service.
+POLLED_STATES = (S.PENDING, S.IN_PROGRESS)
+#: States that hold a slot of the per-user limit: the request is not finished yet.
+IN_FLIGHT_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
+#: Not yet sent to the service: may still be charged at full price any moment.
+UNSENT_OR_SENDING = (S.RECEIVED, S.SUBMITTING)
+#: Final states whose requester is owed a message (a delivered video is its own message).
+FINAL_STATES = frozenset(state for state, targets in TRANSITIONS.items() if not targets)
+
+
+def sources_of(target: JobState) -> tuple[JobState, ...]:
+    """Every state from which `target` may be reached."""
+    return tuple(state for state, targets in TRANSITIONS.items() if target in targets)
