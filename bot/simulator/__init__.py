@@ -10,7 +10,7 @@ from bot.simulator.app import (
     SimJob,
     SimulatorConfig,
     VideoServiceSimulator,
-    mask_key,
+    service_masked_key,
 )
 
 __all__ = [
@@ -23,5 +23,5 @@ __all__ = [
     "SimJob",
     "SimulatorConfig",
     "VideoServiceSimulator",
-    "mask_key",
+    "service_masked_key",
 ]

@@ -153,8 +153,12 @@ class _CreateDisruption:
     seconds: float = 0.0
 
 
-def mask_key(key: str) -> str:
-    """Masked form like ``sk-...abcd``: never more than a quarter (and at most 4 chars) of the key."""
+def service_masked_key(key: str) -> str:
+    """The key as the service's /key/info shows it, like ``sk-...abcd``: never more than a quarter
+    (and at most 4 chars) of the key.
+
+    This imitates the service's own masked format. It is not the bot's masking
+    (``bot.video_client.mask_key``), which the bot uses for its own logs and messages."""
     visible = min(4, len(key) // 4)
     prefix = "sk-" if key.startswith("sk-") else ""
     return f"{prefix}...{key[-visible:] if visible else ''}"
@@ -546,7 +550,7 @@ class VideoServiceSimulator:
         key = self.config.api_key
         return web.json_response(
             {
-                "key": key if self.config.echo_raw_key else mask_key(key),
+                "key": key if self.config.echo_raw_key else service_masked_key(key),
                 "info": {"spend": self.spend, "max_budget": self.config.max_budget},
             }
         )
