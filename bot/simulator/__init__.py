@@ -2,10 +2,14 @@
 
 from bot.simulator.app import (
     CREATE_PATH,
+    DEFAULT_FOREIGN_BASE_URL,
     DEFAULT_VIDEO_PATH,
     KEY_INFO_PATH,
     MODEL_ID,
+    STORAGE_PREFIX,
+    DownloadBody,
     Endpoint,
+    ForeignPaths,
     JobStatus,
     SimJob,
     SimulatorConfig,
@@ -15,10 +19,14 @@ from bot.simulator.app import (
 
 __all__ = [
     "CREATE_PATH",
+    "DEFAULT_FOREIGN_BASE_URL",
     "DEFAULT_VIDEO_PATH",
     "KEY_INFO_PATH",
     "MODEL_ID",
+    "STORAGE_PREFIX",
+    "DownloadBody",
     "Endpoint",
+    "ForeignPaths",
     "JobStatus",
     "SimJob",
     "SimulatorConfig",
