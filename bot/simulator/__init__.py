@@ -2,26 +2,34 @@
 
 from bot.simulator.app import (
     CREATE_PATH,
+    DEFAULT_FOREIGN_BASE_URL,
     DEFAULT_VIDEO_PATH,
     KEY_INFO_PATH,
     MODEL_ID,
+    STORAGE_PREFIX,
+    DownloadBody,
     Endpoint,
+    ForeignPaths,
     JobStatus,
     SimJob,
     SimulatorConfig,
     VideoServiceSimulator,
-    mask_key,
+    service_masked_key,
 )
 
 __all__ = [
     "CREATE_PATH",
+    "DEFAULT_FOREIGN_BASE_URL",
     "DEFAULT_VIDEO_PATH",
     "KEY_INFO_PATH",
     "MODEL_ID",
+    "STORAGE_PREFIX",
+    "DownloadBody",
     "Endpoint",
+    "ForeignPaths",
     "JobStatus",
     "SimJob",
     "SimulatorConfig",
     "VideoServiceSimulator",
-    "mask_key",
+    "service_masked_key",
 ]

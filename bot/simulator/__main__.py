@@ -2,6 +2,9 @@
 
 Prints the base URL on stdout once listening (one line, so scripts can read it) and logs to stderr.
 Stops cleanly on SIGINT / SIGTERM.
+
+The misbehaviour flags (``--download-body``, ``--foreign-paths``, ``--oversize-bytes`` ...) map to the
+``SimulatorConfig`` fields of the same meaning; ``bot.simulator.app`` documents them all.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bot.simulator.app import SimulatorConfig, VideoServiceSimulator
+from bot.simulator.app import DOWNLOAD_BODIES, FOREIGN_PATHS, SimulatorConfig, VideoServiceSimulator
 
 logger = logging.getLogger("bot.simulator")
 
@@ -37,6 +40,13 @@ def _rate(value: str) -> float:
     if not 0.0 <= rate <= 1.0:
         raise argparse.ArgumentTypeError("fail rate must be within [0, 1]")
     return rate
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("expected an integer >= 1")
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,7 +82,62 @@ def build_parser() -> argparse.ArgumentParser:
         "--echo-raw-key", action="store_true", help="report the raw key in /key/info instead of a masked one"
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default: %(default)s)")
+
+    bad = parser.add_argument_group("misbehaviours", "make the service misbehave (all off by default)")
+    bad.add_argument(
+        "--job-id",
+        dest="job_ids",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="the next accepted create gets exactly this id; repeat for the following ones",
+    )
+    bad.add_argument(
+        "--duplicate-job-ids", action="store_true", help="every accepted create reuses the most recent job's id"
+    )
+    bad.add_argument("--foreign-paths", choices=FOREIGN_PATHS, default=None, help="poll/content paths point elsewhere")
+    bad.add_argument("--foreign-base-url", default=None, help="other host for --foreign-paths absolute")
+    bad.add_argument("--download-body", choices=DOWNLOAD_BODIES, default=None, help="serve this instead of the MP4")
+    bad.add_argument(
+        "--oversize-bytes", type=_positive_int, default=None, help="serve an MP4 start padded to this many bytes"
+    )
+    bad.add_argument(
+        "--no-content-length", action="store_true", help="send download bodies chunked, without Content-Length"
+    )
+    bad.add_argument("--download-rate", type=float, default=None, help="trickle download bodies at this many bytes/s")
+    bad.add_argument("--key-info-body", default=None, help="raw text that /key/info serves as JSON, verbatim")
+    bad.add_argument("--download-redirect", default=None, help="base URL that downloads redirect to (302)")
+    bad.add_argument(
+        "--status-redirect", action="store_true", help="status also redirects (302) to --download-redirect's base"
+    )
     return parser
+
+
+def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
+    """The config the parsed arguments ask for; ValueError if the combination is invalid."""
+    foreign_base = {} if args.foreign_base_url is None else {"foreign_base_url": args.foreign_base_url}
+    return SimulatorConfig(
+        api_key=args.api_key,
+        job_seconds=args.job_seconds,
+        job_seconds_max=args.job_seconds_max,
+        fail_rate=args.fail_rate,
+        max_budget=args.max_budget,
+        seed=args.seed,
+        video_path=args.video,
+        rate_limit_per_second=args.rate_limit,
+        echo_raw_key=args.echo_raw_key,
+        forced_job_ids=tuple(args.job_ids),
+        duplicate_job_ids=args.duplicate_job_ids,
+        foreign_paths=args.foreign_paths,
+        download_body=args.download_body,
+        download_oversize_bytes=args.oversize_bytes,
+        download_send_length=not args.no_content_length,
+        download_bytes_per_second=args.download_rate,
+        key_info_raw_body=args.key_info_body,
+        download_redirect=args.download_redirect,
+        status_redirect=args.status_redirect,
+        **foreign_base,
+    )
 
 
 async def _serve(config: SimulatorConfig, host: str, port: int) -> None:
@@ -100,17 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        config = SimulatorConfig(
-            api_key=args.api_key,
-            job_seconds=args.job_seconds,
-            job_seconds_max=args.job_seconds_max,
-            fail_rate=args.fail_rate,
-            max_budget=args.max_budget,
-            seed=args.seed,
-            video_path=args.video,
-            rate_limit_per_second=args.rate_limit,
-            echo_raw_key=args.echo_raw_key,
-        )
+        config = config_from_args(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

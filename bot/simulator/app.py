@@ -7,11 +7,52 @@ Clock: every job time (``SimJob.created_at``, ``in_progress_at``, ``completed_at
 ``time.monotonic()`` clock. On the default asyncio event loops ``loop.time()`` reads that same clock, so
 tests may compare job times with either. Job status is derived from the clock on every read, which means
 no background task is needed to advance jobs.
+
+Misbehaviours
+-------------
+The bot must trust nothing the service says, so the simulator can misbehave on demand. Each
+misbehaviour is off by default (defaults are the contract's correct behaviour) and is a
+``SimulatorConfig`` field, so a test or ``python -m bot.simulator`` can start a misbehaving server.
+Every field is read at request time: ``VideoServiceSimulator.reconfigure(**changes)`` switches them on
+a running simulator (validated like a new config). Queued one-shot misbehaviours are methods.
+
+Job ids (create):
+  ``forced_job_ids`` / ``force_next_job_ids(*ids)``: the next accepted creates get exactly these ids
+  (``..``, ``a/b``, empty, 5,000 characters, unicode ...). ``duplicate_job_ids`` /
+  ``duplicate_next_job_id()``: an accepted create returns the id of the most recent existing job; it
+  is charged again, and the existing job stays as it was. Routing: ids travel percent-encoded in the
+  path (``a%2Fb``); ids that a URL cannot carry (``.``, ``..``, empty) are simply not routable.
+Paths (create and status responses):
+  ``foreign_paths``: ``"other_job"`` (another job's paths), ``"other_endpoint"`` (``/key/info``),
+  ``"dotdot"`` (the job's path followed by ``..`` segments that resolve to ``/key/info``),
+  ``"absolute"`` (the job's paths on ``foreign_base_url``, another host).
+Download body (instead of the MP4, still HTTP 200; only where the MP4 would be served):
+  ``download_body``: ``"html"`` (an error page, text/html), ``"json_error"`` (``{"error": ...}``),
+  ``"empty"``, ``"truncated"`` (first half, Content-Length of the whole file, then the connection
+  closes), ``"not_mp4_bytes"`` (as many random bytes as the MP4, labelled video/mp4).
+  ``download_oversize_bytes``: the MP4's real ``ftyp`` box, an ``mdat`` header, then zero filler up to
+  that many bytes, streamed in chunks and never held in memory. ``download_send_length`` chooses
+  between a Content-Length header and chunked encoding (every body except ``truncated``).
+  ``download_bytes_per_second``: trickles any download body at that rate.
+Key info:
+  ``key_info_payload``: any JSON value served verbatim instead of the real record;
+  ``key_info_raw_body``: raw text served as application/json (for ``null`` or broken JSON).
+Redirects:
+  ``download_redirect`` (a base URL): a download answers 302 to ``<base>/storage/<job id>``.
+  ``status_redirect``: a status answers 302 to the same path on that base. Every simulator serves
+  ``/storage/{job_id}`` without authentication (for any id, with the download body settings above),
+  as a storage host would; those requests go to ``storage_requests_log``, not ``requests_log``.
+
+Counters stay true under every misbehaviour: ``spend``, ``creates_accepted`` and ``accepted_job_ids``
+count what was charged; ``bytes_served`` holds, per download body (``/storage`` included), the bytes
+handed to the socket, an upper bound on what the client received (so a test can prove a client
+stopped early).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import json
 import logging
@@ -19,10 +60,11 @@ import random
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, get_args
+from urllib.parse import quote
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -43,15 +85,37 @@ DEFAULT_PRICE_YEN: Final = 250
 CREATE_PATH: Final = "/gateway/videos/create"
 JOBS_PREFIX: Final = "/gateway/videos/jobs"
 KEY_INFO_PATH: Final = "/key/info"
+# Unauthenticated, like a storage host that a download may be redirected to.
+STORAGE_PREFIX: Final = "/storage"
+# An address nothing listens on (port 9, discard), for paths that point to another host.
+DEFAULT_FOREIGN_BASE_URL: Final = "http://127.0.0.2:9"
 
 DEFAULT_VIDEO_PATH: Final = Path(__file__).resolve().parent / "assets" / "sample.mp4"
 
 JobStatus: TypeAlias = Literal["pending", "in_progress", "completed", "failed"]
 Endpoint: TypeAlias = Literal["create", "status", "download", "key_info"]
 _ENDPOINTS: Final[frozenset[str]] = frozenset({"create", "status", "download", "key_info"})
+ForeignPaths: TypeAlias = Literal["other_job", "other_endpoint", "dotdot", "absolute"]
+DownloadBody: TypeAlias = Literal["html", "json_error", "empty", "truncated", "not_mp4_bytes"]
+FOREIGN_PATHS: Final[tuple[str, ...]] = get_args(ForeignPaths)
+DOWNLOAD_BODIES: Final[tuple[str, ...]] = get_args(DownloadBody)
 
 # Marks a response that was never sent because the connection was closed on purpose.
 _DROPPED: Final = "simulator_dropped"
+# Marks a response whose body was cut short (on purpose, or because the client went away).
+_CUT: Final = "simulator_cut"
+
+_CHUNK_BYTES: Final = 64 * 1024
+# Shared zero filler for oversized bodies, so no body is ever built in memory.
+_FILLER: Final = bytes(_CHUNK_BYTES)
+# Box size 0 means "extends to the end of the file": the filler then looks like media data.
+_MDAT_TO_EOF: Final = b"\x00\x00\x00\x00mdat"
+# Ids that `other_job` paths use while there is no other job: never issued by the simulator.
+_NO_OTHER_JOB_ID: Final = "vid_" + "0" * 32
+_HTML_ERROR_PAGE: Final = (
+    b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
+    b"<body><h1>502 Bad Gateway</h1><p>The storage backend did not answer.</p></body></html>"
+)
 
 # Length may be spelled under several names by clients; all of them must equal the fixed 8 seconds.
 _LENGTH_FIELDS: Final = ("length", "duration", "seconds")
@@ -82,6 +146,32 @@ class SimulatorConfig:
     # LiteLLM-style gateways echo the raw key in /key/info; the contract says it is masked.
     echo_raw_key: bool = False
 
+    # ---- Misbehaviours, all off by default (see the module docstring).
+    # The first accepted creates get exactly these ids (read once, when the simulator is built).
+    forced_job_ids: tuple[str, ...] = ()
+    # Every accepted create, once a job exists, returns the most recent job's id (charged again).
+    duplicate_job_ids: bool = False
+    # Create and status responses carry poll_path/content_path that point elsewhere.
+    foreign_paths: ForeignPaths | None = None
+    # The other host used by foreign_paths="absolute".
+    foreign_base_url: str = DEFAULT_FOREIGN_BASE_URL
+    # A completed job's download answers 200 with this instead of the MP4.
+    download_body: DownloadBody | None = None
+    # A completed job's download is a valid-looking MP4 start padded to this many bytes.
+    download_oversize_bytes: int | None = None
+    # False: download bodies go out chunked, with no Content-Length (not for "truncated").
+    download_send_length: bool = True
+    # Trickle every download body at this rate.
+    download_bytes_per_second: float | None = None
+    # Served verbatim as JSON by /key/info instead of the real record (None: the real record).
+    key_info_payload: Any = None
+    # Raw text served by /key/info as application/json, e.g. "null" or "{broken".
+    key_info_raw_body: str | None = None
+    # Base URL of another host: downloads answer 302 to <base>/storage/<job id>.
+    download_redirect: str | None = None
+    # Status answers 302 to the same path on download_redirect's base.
+    status_redirect: bool = False
+
     def __post_init__(self) -> None:
         if not self.api_key:
             raise ValueError("api_key must not be empty")
@@ -97,6 +187,34 @@ class SimulatorConfig:
             raise ValueError("price_yen must be > 0")
         if self.rate_limit_per_second is not None and self.rate_limit_per_second <= 0:
             raise ValueError("rate_limit_per_second must be > 0 or None")
+        self._validate_misbehaviours()
+
+    def _validate_misbehaviours(self) -> None:
+        if not all(isinstance(job_id, str) for job_id in self.forced_job_ids):
+            raise ValueError("forced_job_ids must be strings")
+        if self.foreign_paths is not None and self.foreign_paths not in FOREIGN_PATHS:
+            raise ValueError(f"foreign_paths must be one of {FOREIGN_PATHS} or None")
+        if not self.foreign_base_url.startswith(("http://", "https://")):
+            raise ValueError("foreign_base_url must be an absolute http(s) URL")
+        if self.download_body is not None and self.download_body not in DOWNLOAD_BODIES:
+            raise ValueError(f"download_body must be one of {DOWNLOAD_BODIES} or None")
+        if self.download_oversize_bytes is not None:
+            if self.download_oversize_bytes < 1:
+                raise ValueError("download_oversize_bytes must be >= 1 or None")
+            if self.download_body is not None:
+                raise ValueError("download_oversize_bytes and download_body are exclusive")
+        if self.download_bytes_per_second is not None and self.download_bytes_per_second <= 0:
+            raise ValueError("download_bytes_per_second must be > 0 or None")
+        if self.key_info_payload is not None and self.key_info_raw_body is not None:
+            raise ValueError("key_info_payload and key_info_raw_body are exclusive")
+        try:
+            json.dumps(self.key_info_payload)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"key_info_payload is not JSON-serialisable: {exc}") from None
+        if self.download_redirect is not None and not self.download_redirect.startswith(("http://", "https://")):
+            raise ValueError("download_redirect must be an absolute http(s) URL")
+        if self.status_redirect and self.download_redirect is None:
+            raise ValueError("status_redirect needs download_redirect (the base it redirects to)")
 
 
 @dataclass
@@ -153,11 +271,59 @@ class _CreateDisruption:
     seconds: float = 0.0
 
 
-def mask_key(key: str) -> str:
-    """Masked form like ``sk-...abcd``: never more than a quarter (and at most 4 chars) of the key."""
+@dataclass(frozen=True)
+class _DuplicateId:
+    """Queued in place of a forced id: reuse the most recent job's id."""
+
+
+_DUPLICATE: Final = _DuplicateId()
+
+
+def service_masked_key(key: str) -> str:
+    """The key as the service's /key/info shows it, like ``sk-...abcd``: never more than a quarter
+    (and at most 4 chars) of the key.
+
+    This imitates the service's own masked format. It is not the bot's masking
+    (``bot.video_client.mask_key``), which the bot uses for its own logs and messages."""
     visible = min(4, len(key) // 4)
     prefix = "sk-" if key.startswith("sk-") else ""
     return f"{prefix}...{key[-visible:] if visible else ''}"
+
+
+def _ftyp_box(video: bytes) -> bytes:
+    """The file's leading ``ftyp`` box, or b"" if it does not start with one."""
+    size = int.from_bytes(video[:4], "big")
+    if video[4:8] == b"ftyp" and 8 <= size <= len(video):
+        return video[:size]
+    return b""
+
+
+def _oversize_blocks(ftyp: bytes, total: int) -> Iterator[bytes]:
+    """`total` bytes that start like an MP4: the real ftyp box, an mdat header, then zeros."""
+    head = (ftyp + _MDAT_TO_EOF)[:total]
+    yield head
+    remaining = total - len(head)
+    while remaining > 0:
+        piece = _FILLER if remaining >= len(_FILLER) else _FILLER[:remaining]
+        yield piece
+        remaining -= len(piece)
+
+
+def _chunks(blocks: Iterable[bytes], size: int) -> Iterator[memoryview]:
+    for block in blocks:
+        view = memoryview(block)
+        for start in range(0, len(view), size):
+            yield view[start : start + size]
+
+
+def _redirect(location: str) -> web.Response:
+    return web.Response(status=302, headers={"Location": location})
+
+
+def _log_id(job_id: str) -> str:
+    # Forced ids can be 5,000 characters of anything: keep log lines short and printable.
+    shown = job_id if len(job_id) <= 64 else job_id[:64] + f"...({len(job_id)} chars)"
+    return repr(shown)
 
 
 def _format_retry_after(seconds: float) -> str:
@@ -219,6 +385,8 @@ class _RedactingAccessLogger(AbstractAccessLogger):
             if sim is not None:
                 path = path.replace(sim.config.api_key, "<redacted>")
         outcome = "dropped, no response" if response.get(_DROPPED) else str(response.status)
+        if response.get(_CUT):
+            outcome += ", body cut short"
         self.logger.info("%s %s -> %s (%.1f ms)", request.method, path, outcome, time * 1000)
 
 
@@ -230,6 +398,11 @@ class VideoServiceSimulator:
         self.video_path = self.config.video_path or DEFAULT_VIDEO_PATH
         if not self.video_path.is_file():
             raise FileNotFoundError(f"simulator video not found: {self.video_path}")
+        # Read once: downloads are streamed from memory so every byte written can be counted.
+        self._video = self.video_path.read_bytes()
+        self._ftyp = _ftyp_box(self._video)
+        # Same length as the MP4, seeded so runs repeat; starts like no MP4 does.
+        self._not_mp4 = b"NOT-MP4!" + random.Random(len(self._video)).randbytes(max(0, len(self._video) - 8))
 
         self.spend = 0
         self.creates_received = 0
@@ -240,11 +413,18 @@ class VideoServiceSimulator:
         self.responses_429 = 0
         self.jobs: dict[str, SimJob] = {}
         # In memory only (never logged): tests use it to check that the key stays out of URLs.
+        # Storage requests are not service requests: they go to storage_requests_log instead.
         self.requests_log: list[tuple[str, str, dict[str, str]]] = []
+        self.storage_requests_log: list[tuple[str, str, dict[str, str]]] = []
+        # The id returned by each accepted (charged) create, duplicates included, in order.
+        self.accepted_job_ids: list[str] = []
+        # Bytes handed to the socket per download body, in order of the requests.
+        self.bytes_served: list[int] = []
 
         self._rng = random.Random(self.config.seed)
         self._faults: dict[str, deque[_Fault]] = {name: deque() for name in _ENDPOINTS}
         self._create_disruptions: deque[_CreateDisruption] = deque()
+        self._next_ids: deque[str | _DuplicateId] = deque(self.config.forced_job_ids)
         self._window: deque[float] = deque()
         self._runner: web.AppRunner | None = None
         self._base_url: str | None = None
@@ -256,6 +436,7 @@ class VideoServiceSimulator:
         self.app.router.add_get(JOBS_PREFIX + "/{job_id}", self._handle_status, allow_head=False)
         self.app.router.add_get(JOBS_PREFIX + "/{job_id}/content", self._handle_download, allow_head=False)
         self.app.router.add_get(KEY_INFO_PATH, self._handle_key_info, allow_head=False)
+        self.app.router.add_get(STORAGE_PREFIX + "/{job_id}", self._handle_storage, allow_head=False)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -348,10 +529,44 @@ class VideoServiceSimulator:
         With `accept` the request is processed (and a valid one charged) before the drop."""
         self._create_disruptions.append(_CreateDisruption(kind="drop", accept=accept))
 
+    def force_next_job_ids(self, *ids: str) -> None:
+        """The next accepted creates get exactly these ids, in order, whatever they are (``..``,
+        ``a/b``, empty, very long, unicode). They are charged like any accepted create; an id that
+        names an existing job behaves like `duplicate_next_job_id`. Rejected creates use none."""
+        if not ids:
+            raise ValueError("give at least one id")
+        if not all(isinstance(job_id, str) for job_id in ids):
+            raise TypeError("job ids must be strings")
+        self._next_ids.extend(ids)
+
+    def duplicate_next_job_id(self, *, times: int = 1) -> None:
+        """The next `times` accepted creates return the id of the most recent existing job. Each is
+        charged again (spend grows by the price); the existing job stays as it was. With no job yet,
+        a fresh id is issued instead."""
+        if times < 1:
+            raise ValueError("times must be >= 1")
+        self._next_ids.extend([_DUPLICATE] * times)
+
+    def reconfigure(self, **changes: Any) -> None:
+        """Change `SimulatorConfig` fields on a running simulator, validated like a new config.
+
+        Every field is read at request time except `seed`, `video_path` and `forced_job_ids`, which
+        only take effect when the simulator is built (use `force_next_job_ids` instead)."""
+        fixed = sorted({"seed", "video_path", "forced_job_ids"} & changes.keys())
+        if fixed:
+            raise ValueError(f"cannot change {', '.join(fixed)} on a built simulator")
+        self.config = dataclasses.replace(self.config, **changes)
+
     # ----------------------------------------------------------------- plumbing
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path.startswith(STORAGE_PREFIX + "/"):
+            # Another "host": no key, no platform rate limit, its own log.
+            self.storage_requests_log.append(
+                (request.method, request.path_qs, {str(k): v for k, v in request.headers.items()})
+            )
+            return await handler(request)
         self.requests_log.append((request.method, request.path_qs, {str(k): v for k, v in request.headers.items()}))
         if self._rate_limited():
             self.responses_429 += 1
@@ -477,30 +692,66 @@ class VideoServiceSimulator:
             logger.info("create rejected: budget exceeded (spend %d, max %d)", self.spend, budget)
             return _error_response(400, "budget exceeded")
 
-        job = self._new_job(prompt, seed)
-        self.jobs[job.id] = job
+        job = self._new_job(self._next_job_id(), prompt, seed)
+        existing = self.jobs.get(job.id)
+        if existing is None:
+            self.jobs[job.id] = job
+        else:
+            # A duplicate id: charged again, but the job it names stays as it was.
+            job = existing
         self.spend += price
         self.creates_accepted += 1
+        self.accepted_job_ids.append(job.id)
         logger.info(
-            "accepted job %s (%.1f s%s); spend %d/%s yen",
-            job.id,
+            "accepted job %s (%.1f s%s%s); spend %d/%s yen",
+            _log_id(job.id),
             job.duration,
             ", will fail" if job.will_fail else "",
+            ", duplicate id" if existing is not None else "",
             self.spend,
             budget if budget is not None else "unlimited",
         )
-        return web.json_response({"id": job.id, "status": "pending", "poll_path": job.poll_path}, status=202)
+        poll_path, _ = self._paths_for(job)
+        return web.json_response({"id": job.id, "status": "pending", "poll_path": poll_path}, status=202)
 
-    def _new_job(self, prompt: str, seed: int | None) -> SimJob:
+    def _next_job_id(self) -> str:
+        """A fresh id, unless a forced or duplicate id is due. Called only for accepted creates."""
+        queued = self._next_ids.popleft() if self._next_ids else None
+        if isinstance(queued, str):
+            return queued
+        if queued is _DUPLICATE or (self.config.duplicate_job_ids and self.jobs):
+            if self.jobs:
+                return next(reversed(self.jobs))
+            logger.warning("duplicate id asked for, but there is no job yet: issuing a fresh id")
+        # Ids come from uuid, not the seeded RNG, so restarts never reuse an id a client has stored.
+        return "vid_" + uuid.uuid4().hex
+
+    def _paths_for(self, job: SimJob) -> tuple[str, str]:
+        """(poll_path, content_path) as the responses show them, foreign if so configured."""
+        mode = self.config.foreign_paths
+        if mode == "other_job":
+            other = next((job_id for job_id in reversed(self.jobs) if job_id != job.id), _NO_OTHER_JOB_ID)
+            return f"{JOBS_PREFIX}/{other}", f"{JOBS_PREFIX}/{other}/content"
+        if mode == "other_endpoint":
+            return KEY_INFO_PATH, KEY_INFO_PATH
+        if mode == "dotdot":
+            # Both resolve to /key/info once the dot segments are applied.
+            return f"{job.poll_path}/../../../..{KEY_INFO_PATH}", f"{job.content_path}/../../../../..{KEY_INFO_PATH}"
+        if mode == "absolute":
+            base = self.config.foreign_base_url.rstrip("/")
+            return base + job.poll_path, base + job.content_path
+        return job.poll_path, job.content_path
+
+    def _new_job(self, job_id: str, prompt: str, seed: int | None) -> SimJob:
         cfg = self.config
         duration = cfg.job_seconds
         if cfg.job_seconds_max is not None:
             duration = self._rng.uniform(cfg.job_seconds, cfg.job_seconds_max)
-        # Always draw, so the failure sequence for a given seed does not depend on fail_rate.
+        # Always draw (duplicates too), so the failure sequence for a given seed does not depend on
+        # fail_rate or on duplicate ids.
         will_fail = self._rng.random() < cfg.fail_rate
-        # Ids come from uuid, not the seeded RNG, so restarts never reuse an id a client has stored.
         return SimJob(
-            id="vid_" + uuid.uuid4().hex,
+            id=job_id,
             prompt=prompt,
             seed=seed,
             created_at=time.monotonic(),
@@ -513,13 +764,16 @@ class VideoServiceSimulator:
         injected = self._take_fault("status")
         if injected is not None:
             return injected
+        if self.config.status_redirect and self.config.download_redirect is not None:
+            return _redirect(self.config.download_redirect.rstrip("/") + request.raw_path)
         job = self.jobs.get(request.match_info["job_id"])
         if job is None:
             return _error_response(404, "job not found")
         status = job.status
-        body: dict[str, str] = {"id": job.id, "status": status, "poll_path": job.poll_path}
+        poll_path, content_path = self._paths_for(job)
+        body: dict[str, str] = {"id": job.id, "status": status, "poll_path": poll_path}
         if status == "completed":
-            body["content_path"] = job.content_path
+            body["content_path"] = content_path
         return web.json_response(body)
 
     async def _handle_download(self, request: web.Request) -> web.StreamResponse:
@@ -536,17 +790,98 @@ class VideoServiceSimulator:
         status = job.status
         if status != "completed":
             return _error_response(409, f"job is {status}, not completed")
-        return web.FileResponse(self.video_path, headers={"Content-Type": "video/mp4"})
+        if self.config.download_redirect is not None:
+            return _redirect(f"{self.config.download_redirect.rstrip('/')}{STORAGE_PREFIX}/{quote(job.id, safe='')}")
+        return await self._serve_video(request)
+
+    async def _handle_storage(self, request: web.Request) -> web.StreamResponse:
+        # A storage host knows nothing of jobs: any id gets the video.
+        return await self._serve_video(request)
+
+    async def _serve_video(self, request: web.Request) -> web.StreamResponse:
+        """The MP4, or whatever `download_body` / `download_oversize_bytes` put in its place."""
+        cfg = self.config
+        mode = cfg.download_body
+        content_type = "video/mp4"
+        blocks: Iterable[bytes] = (self._video,)
+        size = len(self._video)
+        if mode == "html":
+            content_type, blocks, size = "text/html; charset=utf-8", (_HTML_ERROR_PAGE,), len(_HTML_ERROR_PAGE)
+        elif mode == "json_error":
+            error = json.dumps({"error": {"message": "video temporarily unavailable", "type": "api_error"}}).encode()
+            content_type, blocks, size = "application/json; charset=utf-8", (error,), len(error)
+        elif mode == "empty":
+            blocks, size = (), 0
+        elif mode == "truncated":
+            half = self._video[: len(self._video) // 2]
+            return await self._stream(request, content_type, (half,), content_length=len(self._video), cut=True)
+        elif mode == "not_mp4_bytes":
+            blocks, size = (self._not_mp4,), len(self._not_mp4)
+        elif cfg.download_oversize_bytes is not None:
+            size = cfg.download_oversize_bytes
+            blocks = _oversize_blocks(self._ftyp, size)
+        length = size if cfg.download_send_length else None
+        return await self._stream(request, content_type, blocks, content_length=length)
+
+    async def _stream(
+        self,
+        request: web.Request,
+        content_type: str,
+        blocks: Iterable[bytes],
+        *,
+        content_length: int | None,
+        cut: bool = False,
+    ) -> web.StreamResponse:
+        """Write `blocks` in chunks (trickled if so configured), counting the bytes into a new
+        `bytes_served` entry; with `cut`, close the connection instead of ending the body."""
+        response = web.StreamResponse(headers={"Content-Type": content_type})
+        if content_length is None:
+            response.enable_chunked_encoding()
+        else:
+            response.content_length = content_length
+        slot = len(self.bytes_served)
+        self.bytes_served.append(0)
+        rate = self.config.download_bytes_per_second
+        # About ten writes a second when trickling.
+        chunk_size = _CHUNK_BYTES if rate is None else max(1, min(_CHUNK_BYTES, int(rate / 10)))
+        await response.prepare(request)
+        for chunk in _chunks(blocks, chunk_size):
+            if rate is not None and await self._hold(len(chunk) / rate):
+                cut = True
+                break
+            try:
+                await response.write(chunk)
+            except ConnectionError:
+                # Raised before anything reached the transport: the client is gone.
+                logger.info("client left the download after %d bytes", self.bytes_served[slot])
+                response[_CUT] = True
+                return response
+            except asyncio.CancelledError:
+                # Cancelled while draining: the chunk was already handed to the transport.
+                self.bytes_served[slot] += len(chunk)
+                raise
+            self.bytes_served[slot] += len(chunk)
+        if cut:
+            logger.info("cutting the download after %d bytes", self.bytes_served[slot])
+            response[_CUT] = True
+            if request.transport is not None:
+                # Buffered bytes are still flushed, then the client sees the connection end early.
+                request.transport.close()
+        return response
 
     async def _handle_key_info(self, request: web.Request) -> web.Response:
         self.key_info_requests += 1
         injected = self._take_fault("key_info")
         if injected is not None:
             return injected
+        if self.config.key_info_raw_body is not None:
+            return web.Response(text=self.config.key_info_raw_body, content_type="application/json")
+        if self.config.key_info_payload is not None:
+            return web.json_response(self.config.key_info_payload)
         key = self.config.api_key
         return web.json_response(
             {
-                "key": key if self.config.echo_raw_key else mask_key(key),
+                "key": key if self.config.echo_raw_key else service_masked_key(key),
                 "info": {"spend": self.spend, "max_budget": self.config.max_budget},
             }
         )
