@@ -22,7 +22,7 @@ COPY requirements.lock ./
 RUN pip install --require-hashes -r requirements.lock
 
 # Then the project itself; its dependencies are already in place and pinned.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY bot ./bot
 COPY cogs ./cogs
 RUN pip install --no-deps .

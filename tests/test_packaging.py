@@ -124,3 +124,9 @@ def test_ci_runs_the_readmes_test_command_and_installs_from_the_locks() -> None:
     assert "--require-hashes -r requirements-dev.lock && .venv/bin/pip install --no-deps -e . &&" in test
     assert test in (REPO_ROOT / ".ci" / "run").read_text().splitlines()
 
+
+def test_the_install_declares_the_licence_and_ships_its_text(installed: Path) -> None:
+    (dist_info,) = installed.glob("video_request_bot-*.dist-info")
+    metadata = (dist_info / "METADATA").read_text()
+    assert "License-Expression: MIT" in metadata.splitlines()
+    assert "Copyright (c) 2026 the video-request-bot authors" in (dist_info / "licenses" / "LICENSE").read_text()
