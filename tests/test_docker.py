@@ -1,0 +1,287 @@
+"""The Docker files, read the way Docker reads them (no container engine is available to build them here).
+
+The environment a container sees is resolved in Docker's order: the image's `ENV`, then compose's `env_file`
+(`.env`, which a host copies from `.env.example`), then compose's `environment:`; a later one wins.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+import yaml
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+IMAGE_OWNED = ("DATABASE_PATH", "VIDEO_STORAGE_DIR", "HEARTBEAT_PATH")
+
+
+# --- readers ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Instruction:
+    keyword: str
+    args: str
+
+
+def parse_dockerfile(text: str) -> list[Instruction]:
+    """Instructions in order: comments dropped, backslash continuations joined."""
+    instructions: list[Instruction] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if pending and line.startswith("#"):
+            continue  # a comment inside a continued instruction is dropped by Docker too
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        full = (pending + line).strip()
+        pending = ""
+        keyword, _, args = full.partition(" ")
+        instructions.append(Instruction(keyword.upper(), args.strip()))
+    assert not pending, "the Dockerfile ends inside a continued line"
+    return instructions
+
+
+def image_env(instructions: list[Instruction]) -> dict[str, str]:
+    """Every `ENV` of the final stage: `ENV K=V K2=V2` and the legacy `ENV K V`."""
+    env: dict[str, str] = {}
+    for ins in instructions:
+        if ins.keyword == "FROM":
+            env = {}
+        elif ins.keyword == "ENV":
+            words = shlex.split(ins.args)
+            if "=" not in words[0]:
+                env[words[0]] = " ".join(words[1:])
+            else:
+                for word in words:
+                    key, _, value = word.partition("=")
+                    env[key] = value
+    return env
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """A compose `env_file`: KEY=VALUE lines; `#` starts a comment line; `KEY=` sets the empty string."""
+    values: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        line = line.removeprefix("export ")
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue  # a bare KEY is taken from the shell running compose: not set by the file
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        else:
+            value = re.split(r"\s+#", value, maxsplit=1)[0]
+        values[key.strip()] = value
+    return values
+
+
+def compose_environment(service: dict[str, Any]) -> dict[str, str]:
+    environment = service.get("environment") or {}
+    if isinstance(environment, list):
+        pairs = [item.split("=", 1) for item in environment if "=" in item]
+        return {key: value for key, value in pairs}
+    return {key: "" if value is None else str(value) for key, value in environment.items()}
+
+
+def compose_env_files(service: dict[str, Any]) -> list[str]:
+    env_file = service.get("env_file") or []
+    entries = [env_file] if isinstance(env_file, str) else env_file
+    return [entry if isinstance(entry, str) else entry["path"] for entry in entries]
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> list[Instruction]:
+    return parse_dockerfile((REPO_ROOT / "Dockerfile").read_text())
+
+
+@pytest.fixture(scope="module")
+def service() -> dict[str, Any]:
+    compose = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
+    services: dict[str, Any] = compose["services"]
+    assert list(services) == ["bot"]
+    bot: dict[str, Any] = services["bot"]
+    return bot
+
+
+@pytest.fixture(scope="module")
+def dot_env() -> dict[str, str]:
+    # A new host's .env is a copy of .env.example with the required values filled in.
+    return parse_env_file((REPO_ROOT / ".env.example").read_text())
+
+
+def one(instructions: list[Instruction], keyword: str) -> Instruction:
+    found = [ins for ins in instructions if ins.keyword == keyword]
+    assert len(found) == 1, f"expected one {keyword}, found {len(found)}"
+    return found[0]
+
+
+def volume_targets(dockerfile: list[Instruction], service: dict[str, Any]) -> set[PurePosixPath]:
+    declared = {PurePosixPath(path) for path in json.loads(one(dockerfile, "VOLUME").args)}
+    mounted = {PurePosixPath(str(volume).split(":")[1]) for volume in service["volumes"]}
+    assert declared <= mounted, "compose mounts a named volume on every VOLUME of the image"
+    return declared
+
+
+# --- the environment and the health check -------------------------------------------------------------------
+
+
+def test_the_readers_resolve_in_dockers_order() -> None:
+    # The readers themselves, on the failure a host hit: an empty line in .env beats the image's value.
+    env = image_env(parse_dockerfile("FROM x\nENV A=/img \\\n    B=/img/b\nENV C /img/c\n"))
+    env |= parse_env_file("# c\nA=\nB='q # r'\nC=v # comment\nD\n")
+    assert env == {"A": "", "B": "q # r", "C": "v"}
+    env |= compose_environment({"environment": ["A=/compose"]})
+    assert env["A"] == "/compose"
+
+
+def test_under_compose_the_image_owned_paths_are_absolute_and_inside_the_volume(
+    dockerfile: list[Instruction], service: dict[str, Any], dot_env: dict[str, str]
+) -> None:
+    assert compose_env_files(service) == [".env"]
+    image = image_env(dockerfile)
+    effective = image | dot_env | compose_environment(service)
+    volumes = volume_targets(dockerfile, service)
+    for key in IMAGE_OWNED:
+        path = PurePosixPath(effective[key])
+        assert path.is_absolute(), f"{key}={effective[key]!r}"
+        assert any(volume in path.parents for volume in volumes), f"{key}={path} is outside the volume"
+        assert effective[key] == image[key], f"{key}: compose and the image disagree"
+
+
+def test_compose_pins_the_image_owned_paths_so_env_cannot_override_them(service: dict[str, Any]) -> None:
+    # Whatever a host writes into .env, `environment:` wins over it.
+    pinned = compose_environment(service)
+    hostile = dict.fromkeys(IMAGE_OWNED, "")
+    for key in IMAGE_OWNED:
+        assert (hostile | pinned)[key] != "", f"compose.yaml does not set {key}"
+
+
+def test_dot_env_example_leaves_the_image_owned_paths_alone(
+    dockerfile: list[Instruction], dot_env: dict[str, str]
+) -> None:
+    # `docker run --env-file .env` has no compose `environment:`: the image's values must survive .env alone.
+    assert not set(IMAGE_OWNED) & set(dot_env), "set only by the image (commented out in .env.example)"
+    effective = image_env(dockerfile) | dot_env
+    assert all(effective[key].startswith("/") for key in IMAGE_OWNED)
+
+
+def test_the_healthcheck_reads_the_heartbeat_the_bot_writes(
+    dockerfile: list[Instruction], service: dict[str, Any], dot_env: dict[str, str]
+) -> None:
+    heartbeat = (image_env(dockerfile) | dot_env | compose_environment(service))["HEARTBEAT_PATH"]
+    _, _, command = one(dockerfile, "HEALTHCHECK").args.partition("CMD ")
+    assert json.loads(command)[:4] == ["python", "-m", "bot.health", heartbeat]
+    # compose keeps the image's health check (it may not switch it off or point it elsewhere).
+    if "healthcheck" in service:
+        assert not service["healthcheck"].get("disable")
+        assert heartbeat in " ".join(service["healthcheck"]["test"])
+
+
+# --- the image ----------------------------------------------------------------------------------------------
+
+
+def test_the_container_runs_as_a_numeric_non_root_user(dockerfile: list[Instruction]) -> None:
+    users = [ins.args for ins in dockerfile if ins.keyword == "USER"]
+    assert users, "no USER: the bot would run as root"
+    uid, _, gid = users[-1].partition(":")
+    assert uid.isdigit() and int(uid) != 0, users[-1]
+    assert not gid or (gid.isdigit() and int(gid) != 0), users[-1]
+    # The uid exists in the image (created with exactly that number), so files it writes have an owner.
+    runs = " ".join(ins.args for ins in dockerfile if ins.keyword == "RUN")
+    assert re.search(rf"useradd\b[^&;]*--uid {uid}\b", runs)
+
+
+def test_the_base_image_is_pinned_to_the_python_the_project_is_checked_against(dockerfile: list[Instruction]) -> None:
+    image = one(dockerfile, "FROM").args.split()[0]
+    match = re.fullmatch(r"python:(\d+\.\d+\.\d+)-slim-[a-z]+(@sha256:[0-9a-f]{64})?", image)
+    assert match, f"{image}: not an exact version tag"
+    version = Version(match.group(1))
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    assert version in SpecifierSet(pyproject["project"]["requires-python"])
+    assert f"{version.major}.{version.minor}" == pyproject["tool"]["mypy"]["python_version"]
+
+
+def test_dependencies_are_a_layer_of_their_own_installed_from_the_lock_before_the_source(
+    dockerfile: list[Instruction],
+) -> None:
+    def index(predicate: Any) -> int:
+        found = [i for i, ins in enumerate(dockerfile) if predicate(ins)]
+        assert found, "missing instruction"
+        return found[0]
+
+    deps = index(lambda ins: ins.keyword == "RUN" and "--require-hashes -r requirements.lock" in ins.args)
+    lock_copy = index(lambda ins: ins.keyword == "COPY" and ins.args.split() == ["requirements.lock", "./"])
+    source_copies = [i for i, ins in enumerate(dockerfile)
+                     if ins.keyword in ("COPY", "ADD") and ins.args.split()[0] != "requirements.lock"]
+    project = index(lambda ins: ins.keyword == "RUN" and re.search(r"pip install --no-deps \.$", ins.args))
+    assert source_copies, "the source is never copied"
+    assert lock_copy < deps < min(source_copies), "a code change must not invalidate the dependency layer"
+    assert max(source_copies) < project
+    # One pip install per layer, and nothing else resolved from the index.
+    assert dockerfile[deps].args.count("pip install") == 1 and dockerfile[project].args.count("pip install") == 1
+    assert (REPO_ROOT / "requirements.lock").is_file()
+
+
+# --- compose ------------------------------------------------------------------------------------------------
+
+
+def test_a_configuration_error_is_not_restarted_forever(service: dict[str, Any]) -> None:
+    match = re.fullmatch(r"on-failure:(\d+)", str(service["restart"]))
+    assert match and 1 <= int(match.group(1)) <= 10, service["restart"]
+
+
+def test_logs_are_rotated(service: dict[str, Any]) -> None:
+    logging = service["logging"]
+    assert logging["driver"] == "json-file"
+    assert re.fullmatch(r"\d+[kmg]", logging["options"]["max-size"])
+    assert int(logging["options"]["max-file"]) >= 1
+
+
+# --- the build context --------------------------------------------------------------------------------------
+
+
+def dockerignore_excludes(patterns: list[str], path: str) -> bool:
+    """Docker's rule: the last matching pattern decides; a pattern matching a folder covers what is inside."""
+
+    def regex(pattern: str) -> re.Pattern[str]:
+        out = ""
+        for token in re.split(r"(\*\*/|\*\*|\*|\?)", pattern.strip("/")):
+            out += {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}.get(token, re.escape(token))
+        return re.compile(out)
+
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    excluded = False
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        compiled = regex(pattern.removeprefix("!"))
+        if any(compiled.fullmatch(prefix) for prefix in prefixes):
+            excluded = not negated
+    return excluded
+
+
+def test_the_build_context_has_what_the_image_copies_and_no_local_state(dockerfile: list[Instruction]) -> None:
+    lines = (REPO_ROOT / ".dockerignore").read_text().splitlines()
+    patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    for kept in [src for ins in dockerfile if ins.keyword == "COPY" for src in ins.args.split()[:-1]]:
+        assert not dockerignore_excludes(patterns, kept), f"{kept} is copied but ignored"
+    for left_out in [".env", ".env.local", ".venv/bin/python", "data/bot.sqlite3", "bot.sqlite3-wal",
+                     ".pytest_cache/v/cache", ".mypy_cache/3.11/x.json", ".ruff_cache/x", "bot/__pycache__/a.pyc",
+                     "tests/test_docker.py", "bench/results/latest.json", ".git/HEAD"]:
+        assert dockerignore_excludes(patterns, left_out), f"{left_out} would be sent to the build"
+    assert not dockerignore_excludes(patterns, ".env.example")
