@@ -10,6 +10,7 @@ import discord
 from discord.abc import Messageable
 
 from bot import transcode, views
+from bot.notices import Notice
 from bot.store import Job
 from bot.worker import Delivery, Undeliverable
 
@@ -91,7 +92,7 @@ class DiscordDelivery:
             "nonce": nonce_for(job),
         }
 
-    async def announce(self, job: Job, event: str) -> None:
+    async def announce(self, job: Job, event: Notice) -> None:
         text = views.announcement_text(job, event, price_yen=self._price_yen)
         mentions = views.requester_only(job)
         # Even for `undeliverable`: a channel that refused the file (too large, no attach permission)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bot.notices import InvalidCode, SubmissionKind
+
 
 class BotError(Exception):
     """Base of every error the bot raises on purpose."""
@@ -13,7 +15,7 @@ class InvalidRequest(BotError):
     `code` names the problem for the message catalogue; `params` fill its text.
     """
 
-    def __init__(self, code: str, message: str, **params: object) -> None:
+    def __init__(self, code: InvalidCode, message: str, **params: object) -> None:
         self.code = code
         self.params = params
         super().__init__(message)
@@ -82,7 +84,7 @@ class SubmissionFailed(BotError):
     0 yen) or `unknown` (the request left and no answer came back: it may have been charged).
     """
 
-    def __init__(self, job_id: int, kind: str, reason: str) -> None:
+    def __init__(self, job_id: int, kind: SubmissionKind, reason: str) -> None:
         self.job_id = job_id
         self.kind = kind
         self.reason = reason

@@ -18,6 +18,7 @@ from typing import Any
 import aiosqlite
 
 from bot.errors import BotError
+from bot.notices import RefusalCode
 
 
 class JobState(StrEnum):
@@ -73,7 +74,7 @@ class JobNotFound(BotError):
 class AdmissionRefused(BotError):
     """A guardrail said no before anything was spent. `retry_at` is a unix time, or None."""
 
-    def __init__(self, code: str, retry_at: float | None, **params: object) -> None:
+    def __init__(self, code: RefusalCode, retry_at: float | None, **params: object) -> None:
         self.code = code
         self.retry_at = retry_at
         self.params = params

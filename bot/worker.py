@@ -28,6 +28,7 @@ from bot.errors import (
     ServerError,
     ServiceUnreachable,
 )
+from bot.notices import Notice
 from bot.store import Job, JobState, JobStore
 from bot.video_client import VideoServiceClient
 
@@ -55,7 +56,7 @@ class Deliverer(Protocol):
         """Post the video; raise Undeliverable when no place takes it, anything else to retry later."""
         ...
 
-    async def announce(self, job: Job, event: str) -> None:
+    async def announce(self, job: Job, event: Notice) -> None:
         """Tell the requester about `failed`, `slow`, `stalled`, `undeliverable` or `unknown`."""
         ...
 
@@ -341,11 +342,11 @@ class JobWorker:
 
     # -- side messages (best effort: they never block a job) -----------------------------------
 
-    def tell(self, job: Job, event: str) -> None:
+    def tell(self, job: Job, event: Notice) -> None:
         """Announce `event` to the requester in the background."""
         self._track(asyncio.create_task(self._announce(job, event), name=f"tell-{job.id}"))
 
-    async def _announce(self, job: Job, event: str) -> None:
+    async def _announce(self, job: Job, event: Notice) -> None:
         try:
             await self._deliverer.announce(job, event)
         except Exception:
