@@ -11,6 +11,7 @@ import discord
 from discord.abc import Messageable
 
 from bot import transcode, views
+from bot.notices import Notice
 from bot.store import Job
 from bot.worker import Delivery, Undeliverable
 
@@ -94,7 +95,7 @@ class DiscordDelivery:
             "nonce": nonce_for(job),
         }
 
-    async def announce(self, job: Job, event: str, *, via_interaction: bool = False) -> None:
+    async def announce(self, job: Job, event: Notice, *, via_interaction: bool = False) -> None:
         text = views.announcement_text(job, event, price_yen=self._price_yen)
         mentions = views.requester_only(job)
         if via_interaction and job.token_alive(time.time()) and self._client.application_id is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bot.notices import InvalidCode, SubmissionKind
+
 
 class BotError(Exception):
     """Base of every error the bot raises on purpose."""
@@ -13,7 +15,7 @@ class InvalidRequest(BotError):
     `code` names the problem for the message catalogue; `params` fill its text.
     """
 
-    def __init__(self, code: str, message: str, **params: object) -> None:
+    def __init__(self, code: InvalidCode, message: str, **params: object) -> None:
         self.code = code
         self.params = params
         super().__init__(message)
@@ -86,7 +88,7 @@ class SubmissionFailed(BotError):
     `charged_unrecorded` (accepted and charged, the database failed; the bot keeps trying to record it).
     """
 
-    def __init__(self, job_id: int, kind: str, reason: str, *, service_job_id: str | None = None) -> None:
+    def __init__(self, job_id: int, kind: SubmissionKind, reason: str, *, service_job_id: str | None = None) -> None:
         self.job_id = job_id
         self.kind = kind
         self.reason = reason

@@ -27,6 +27,7 @@ from bot.lifecycle import (
     JobState,
     sources_of,
 )
+from bot.notices import RefusalCode
 
 __all__ = [
     "IN_FLIGHT_STATES",
@@ -66,7 +67,7 @@ class StoreUnavailable(BotError):
 class AdmissionRefused(BotError):
     """A guardrail said no before anything was spent. `retry_at` is a unix time, or None."""
 
-    def __init__(self, code: str, retry_at: float | None, **params: object) -> None:
+    def __init__(self, code: RefusalCode, retry_at: float | None, **params: object) -> None:
         self.code = code
         self.retry_at = retry_at
         self.params = params

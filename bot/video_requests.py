@@ -23,8 +23,9 @@ from bot.errors import (
     VideoServiceError,
 )
 from bot.models import DEFAULT_MODEL, VideoModel
-from bot.settings import Settings
+from bot.notices import Notice
 from bot.retry import RECORD_RETRY, RetryPolicy, retrying
+from bot.settings import Settings
 from bot.store import Job, JobState, JobStore, NewJob, StoreUnavailable
 from bot.validation import check_seed, clean_prompt
 from bot.video_client import VideoServiceClient
@@ -68,7 +69,7 @@ class VideoRequests:
         settings: Settings,
         *,
         on_accepted: Callable[[Job], None] = lambda job: None,
-        tell: Callable[[Job, str], None] = lambda job, notice: None,
+        tell: Callable[[Job, Notice], None] = lambda job, notice: None,
         model: VideoModel = DEFAULT_MODEL,
         clock: Callable[[], float] = time.time,
         record_retry: RetryPolicy = RECORD_RETRY,

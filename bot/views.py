@@ -4,14 +4,29 @@ from __future__ import annotations
 
 import discord
 
+from bot.discord_text import (
+    CODE_CHARS,
+    EMBED_DESCRIPTION,
+    EXCERPT_CHARS,
+    FIELD_VALUE,
+    code,
+    fit_content,
+    fit_embed,
+    inline_code,
+    plain,
+)
 from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed
 from bot.i18n import t, yen
+from bot.notices import InvalidCode, Notice, RefusalCode, SubmissionKind
 from bot.store import AdmissionRefused, Job, JobState
 from bot.video_client import KeyInfo
 
 S = JobState
 
-PROMPT_EXCERPT_CHARS = 300
+PROMPT_EXCERPT_CHARS = EXCERPT_CHARS
+#: The prompt in full detail (/status): a field value, with room to spare.
+PROMPT_FIELD_CHARS = 1000
+REASON_CHARS = 300
 SLOW_AFTER_MINUTES = 30
 STALLED_AFTER_HOURS = 6
 
@@ -25,16 +40,41 @@ _COLOURS = {
 }
 
 
-def excerpt(text: str, limit: int = PROMPT_EXCERPT_CHARS) -> str:
-    """Shortened for display, with user mentions defused so a prompt can never ping anyone."""
-    safe = discord.utils.escape_markdown(discord.utils.escape_mentions(text))
-    # Shortened after escaping, so the result never exceeds `limit` (embed fields stop at 1,024).
-    return safe if len(safe) <= limit else safe[: limit - 1].rstrip() + "…"
+# -- catalogue keys: built only from the closed sets in bot.notices, so mypy catches a typo ------------
 
 
-def inline_code(text: str, limit: int = 100) -> str:
-    """User text shown inside backticks: markdown does not apply there, only a backtick could break out."""
-    return text[:limit].replace("`", "'")
+def state_key(state: JobState) -> str:
+    return f"state.{state.value}"
+
+
+def status_next_key(state: JobState) -> str:
+    return f"status.next.{state.value}"
+
+
+def notice_key(notice: Notice) -> str:
+    return f"deliver.{notice}"
+
+
+def refusal_key(code: RefusalCode) -> str:
+    return f"refuse.{code}"
+
+
+def invalid_key(code: InvalidCode) -> str:
+    return f"error.{code}"
+
+
+_SUBMISSION_KEYS: dict[SubmissionKind, str] = {
+    "rejected": "error.rejected",
+    "busy": "error.busy",
+    "unknown": "error.unknown_outcome",
+}
+
+
+def submission_key(kind: SubmissionKind) -> str:
+    return _SUBMISSION_KEYS[kind]
+
+
+# -- pieces ----------------------------------------------------------------------------------------
 
 
 def relative(unix: float) -> str:
@@ -44,11 +84,17 @@ def relative(unix: float) -> str:
 
 def state_name(job: Job, locale: str | None = None) -> str:
     """The job's state in `locale` (the reader's), or in the requester's language."""
-    return t(locale or job.locale, f"state.{job.state.value}")
+    return t(locale or job.locale, state_key(job.state))
 
 
 def job_id_text(job: Job) -> str:
-    return f"`{job.service_job_id}`" if job.service_job_id else "—"
+    """The service's job id as inline code, for a field of its own."""
+    return code(job.service_job_id, CODE_CHARS + 2) if job.service_job_id else "—"
+
+
+def job_id_param(job: Job) -> str:
+    """The service's job id for between the backticks of a catalogue text."""
+    return inline_code(job.service_job_id or "—", CODE_CHARS)
 
 
 def receipt_embed(job: Job, *, price_yen: int) -> discord.Embed:
@@ -66,12 +112,12 @@ def receipt_embed(job: Job, *, price_yen: int) -> discord.Embed:
             f"{job.delivered_message_id}"
         embed.description = t(loc, "video.next.done", link=link)
     elif job.state == S.FAILED:
-        embed.description = t(loc, "video.next.failed", job_id=job.service_job_id)
+        embed.description = t(loc, "video.next.failed", job_id=job_id_param(job))
     elif job.state == S.UNDELIVERABLE:
         embed.description = t(loc, "video.next.undeliverable", ref=job.reference)
     else:
         embed.description = t(loc, "video.next", ref=job.reference)
-    return embed
+    return fit_embed(embed)
 
 
 def status_embed(job: Job, *, price_yen: int, locale: str | None = None) -> discord.Embed:
@@ -84,26 +130,32 @@ def status_embed(job: Job, *, price_yen: int, locale: str | None = None) -> disc
     embed.add_field(name=t(loc, "status.field.elapsed"), value=relative(job.created_at))
     seed = str(job.seed) if job.seed is not None else t(loc, "status.field.seed.none")
     embed.add_field(name=t(loc, "status.field.seed"), value=seed)
-    embed.add_field(name=t(loc, "status.field.prompt"), value=excerpt(job.prompt, 1000), inline=False)
+    embed.add_field(name=t(loc, "status.field.prompt"), value=plain(job.prompt, PROMPT_FIELD_CHARS),
+                    inline=False)
     embed.description = t(
         loc,
-        f"status.next.{job.state.value}",
+        status_next_key(job.state),
         channel=job.delivered_channel_id or job.channel_id,
-        job_id=job.service_job_id,
+        job_id=job_id_param(job),
         price=yen(price_yen, loc),
         hours=STALLED_AFTER_HOURS,
-        reason=excerpt(job.last_error or "—", 300),
+        reason=plain(job.last_error or "—", REASON_CHARS),
     )
-    return embed
+    return fit_embed(embed)
 
 
 def status_list_embed(jobs: list[Job], locale: str) -> discord.Embed:
-    lines = [
-        t(locale, "status.list.line", ref=job.reference, state=state_name(job, locale),
-          cost=yen(job.charged_yen, locale), age=relative(job.created_at))
-        for job in jobs
-    ]
-    return discord.Embed(title=t(locale, "status.list.title"), description="\n".join(lines))
+    """The caller's recent requests, one line each; whole lines only, as many as the description holds."""
+    lines: list[str] = []
+    used = 0
+    for job in jobs:
+        line = t(locale, "status.list.line", ref=job.reference, state=state_name(job, locale),
+                 cost=yen(job.charged_yen, locale), age=relative(job.created_at))
+        used += len(line) + (1 if lines else 0)
+        if used > EMBED_DESCRIPTION:
+            break
+        lines.append(line)
+    return fit_embed(discord.Embed(title=t(locale, "status.list.title"), description="\n".join(lines)))
 
 
 def balance_embed(
@@ -117,7 +169,7 @@ def balance_embed(
 ) -> discord.Embed:
     loc = locale
     embed = discord.Embed(title=t(loc, "balance.title"))
-    embed.add_field(name=t(loc, "balance.key"), value=f"`{masked_key}`", inline=False)
+    embed.add_field(name=t(loc, "balance.key"), value=code(masked_key, FIELD_VALUE), inline=False)
     embed.add_field(name=t(loc, "balance.spend"), value=yen(info.spend, loc))
     if info.max_budget is None or info.available is None:
         no_limit = t(loc, "balance.no_limit")
@@ -138,46 +190,46 @@ def balance_embed(
                 guild_count=ledger_guild[0], guild_yen=yen(ledger_guild[1], loc)),
         inline=False,
     )
-    return embed
+    return fit_embed(embed)
 
 
 # -- failures and refusals -----------------------------------------------------------------------
 
 
+def _shown(params: dict[str, object]) -> dict[str, object]:
+    """Parameters with any text among them made plain; numbers keep their type for `{:,}`."""
+    return {name: plain(value, REASON_CHARS) if isinstance(value, str) else value for name, value in params.items()}
+
+
 def invalid_request_text(error: InvalidRequest, locale: str) -> str:
-    return t(locale, f"error.{error.code}", **error.params)
+    return fit_content(t(locale, invalid_key(error.code), **_shown(error.params)))
 
 
 def submission_failed_text(error: SubmissionFailed, locale: str, *, price_yen: int) -> str:
-    ref = f"#{error.job_id}"
-    if error.kind == "rejected":
-        return t(locale, "error.rejected", ref=ref, reason=excerpt(error.reason), zero=yen(0, locale))
-    if error.kind == "busy":
-        return t(locale, "error.busy", ref=ref, zero=yen(0, locale))
-    if error.kind == "not_recorded":
-        return t(locale, "error.not_recorded", ref=ref, zero=yen(0, locale))
-    if error.kind in ("charged_unusable", "charged_unrecorded"):
-        job_id = f"`{inline_code(error.service_job_id or '—', 40)}`"
-        return t(locale, f"error.{error.kind}", ref=ref, price=yen(price_yen, locale), reason=excerpt(error.reason),
-                 job_id=job_id)
-    return t(locale, "error.unknown_outcome", ref=ref, price=yen(price_yen, locale))
+    # Every kind gets every parameter; each text uses the ones it needs.
+    return fit_content(t(locale, submission_key(error.kind), ref=f"#{error.job_id}",
+                         reason=plain(error.reason, REASON_CHARS), zero=yen(0, locale), price=yen(price_yen, locale),
+                         job_id=code(error.service_job_id or "—")))
 
 
 def budget_text(error: BudgetTooLow, locale: str) -> str:
-    return t(locale, "error.budget", available=yen(error.available, locale), max_budget=yen(error.max_budget, locale),
-             spend=yen(error.spend, locale), price=yen(error.price_yen, locale))
+    return fit_content(t(locale, "error.budget", available=yen(error.available, locale),
+                         max_budget=yen(error.max_budget, locale), spend=yen(error.spend, locale),
+                         price=yen(error.price_yen, locale)))
 
 
 def refusal_text(error: AdmissionRefused, locale: str, *, price_yen: int) -> str:
-    params = dict(error.params)
+    params = _shown(error.params)
     if error.retry_at is not None:
         params["when"] = relative(error.retry_at)
     if error.code == "guild_daily_cap":
         params["spent"] = yen(int(str(params["spent"])), locale)
         params["cap"] = yen(int(str(params["cap"])), locale)
     if error.code == "role":
-        params["role"] = f"<@&{params['role']}>"
-    return t(locale, f"refuse.{error.code}", **params)
+        # The operator's configured role, shown by name; int() so nothing else can become a mention.
+        # The reply itself allows no mentions, so it pings nobody.
+        params["role"] = f"<@&{int(str(error.params['role']))}>"
+    return fit_content(t(locale, refusal_key(error.code), **params))
 
 
 # -- messages in the channel ----------------------------------------------------------------------
@@ -190,22 +242,22 @@ def mention(job: Job) -> str:
 def delivered_text(job: Job, *, price_yen: int, compressed: bool, via_dm: bool) -> str:
     loc = job.locale
     seed = str(job.seed) if job.seed is not None else t(loc, "status.field.seed.none")
-    # One line, so the whole prompt stays inside the quote block.
-    prompt = " ".join(excerpt(job.prompt).split())
+    # One line (plain collapses newlines), so the whole prompt stays inside the quote block.
+    prompt = plain(job.prompt, PROMPT_EXCERPT_CHARS)
     parts = [t(loc, "deliver.done", mention=mention(job), ref=job.reference, prompt=prompt,
-               seed=seed, job_id=job.service_job_id, price=yen(price_yen, loc))]
+               seed=seed, job_id=job_id_param(job), price=yen(price_yen, loc))]
     if via_dm:
         parts.append(t(loc, "deliver.dm_note", channel=job.channel_id))
     if compressed:
         parts.append(t(loc, "deliver.compressed"))
-    return "\n".join(parts)
+    return fit_content("\n".join(parts))
 
 
-def announcement_text(job: Job, event: str, *, price_yen: int) -> str:
-    """`failed`, `slow`, `stalled`, `undeliverable` or `unknown`: told to the requester in the channel."""
-    return t(job.locale, f"deliver.{event}", mention=mention(job), ref=job.reference, job_id=job_id_text(job),
-             price=yen(price_yen, job.locale), minutes=SLOW_AFTER_MINUTES, hours=STALLED_AFTER_HOURS,
-             reason=excerpt(job.last_error or "—", 300))
+def announcement_text(job: Job, event: Notice, *, price_yen: int) -> str:
+    """News told to the requester in the channel (or the interaction, or a DM): every `Notice`."""
+    return fit_content(t(job.locale, notice_key(event), mention=mention(job), ref=job.reference,
+                         job_id=job_id_text(job), price=yen(price_yen, job.locale), minutes=SLOW_AFTER_MINUTES,
+                         hours=STALLED_AFTER_HOURS, reason=plain(job.last_error or "—", REASON_CHARS)))
 
 
 def requester_only(job: Job) -> discord.AllowedMentions:

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -33,6 +33,7 @@ from bot.errors import (
     ServiceUnreachable,
     VideoServiceError,
 )
+from bot.notices import Notice
 from bot.retry import DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY, RetryPolicy, retrying
 from bot.store import Job, JobState, JobStore, StoreUnavailable
 from bot.video_client import VideoServiceClient
@@ -72,7 +73,7 @@ class Deliverer(Protocol):
         """Post the video; raise Undeliverable when no place takes it, anything else to retry later."""
         ...
 
-    async def announce(self, job: Job, event: str, *, via_interaction: bool = False) -> None:
+    async def announce(self, job: Job, event: Notice, *, via_interaction: bool = False) -> None:
         """Tell the requester about `event`; raise Undeliverable when no place takes it.
 
         `via_interaction`: try the original interaction first while its token lives.
@@ -116,7 +117,7 @@ class WorkerConfig:
 
 
 #: The final message each state is owed (a delivered video is its own).
-FINAL_NOTICE: dict[JobState, str] = {
+FINAL_NOTICE: dict[JobState, Notice] = {
     S.FAILED: "failed",
     S.STALLED: "stalled",
     S.UNDELIVERABLE: "undeliverable",
@@ -450,14 +451,14 @@ class JobWorker:
 
     # -- side messages (best effort: they never block a job) -----------------------------------
 
-    def tell(self, job: Job, event: str) -> None:
+    def tell(self, job: Job, event: Notice) -> None:
         """Announce `event` to the requester in the background."""
         self._track(asyncio.create_task(self._tell(job, event), name=f"tell-{job.id}"))
 
-    async def _tell(self, job: Job, event: str) -> None:
+    async def _tell(self, job: Job, event: Notice) -> None:
         await self._announce(job, event)
 
-    async def _finalize(self, job: Job, event: str, *, via_interaction: bool = False) -> int:
+    async def _finalize(self, job: Job, event: Notice, *, via_interaction: bool = False) -> int:
         """Send a request's final message and record that it was sent; 1 if it was, else 0."""
         if not await self._announce(job, event, via_interaction=via_interaction):
             await self._store.update(job.id, notice_attempts=job.notice_attempts + 1)
@@ -468,7 +469,7 @@ class JobWorker:
         await self._store.mark_told(job.id)
         return 1
 
-    async def _announce(self, job: Job, event: str, *, via_interaction: bool = False) -> bool:
+    async def _announce(self, job: Job, event: Notice, *, via_interaction: bool = False) -> bool:
         """Tell the requester, retrying within the notice policy; False if it could not be done."""
         try:
             await retrying(

@@ -10,6 +10,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot import views
+from bot.discord_text import inline_code
 from bot.i18n import described, t
 from bot.models import DEFAULT_MODEL
 from bot.store import JobState
@@ -40,7 +41,7 @@ class StatusCog(commands.Cog):
             return
         job = await requests.find(job_id, interaction.guild_id)
         if job is None:
-            await respond(interaction, t(locale, "status.not_found", reference=views.inline_code(job_id)))
+            await respond(interaction, t(locale, "status.not_found", reference=inline_code(job_id)))
             return
         embed = views.status_embed(job, price_yen=PRICE, locale=locale)
         if job.state != JobState.UNDELIVERABLE or job.user_id != interaction.user.id:
@@ -51,7 +52,8 @@ class StatusCog(commands.Cog):
         if video is None or not video.exists():
             await respond(interaction, t(locale, "status.handover.missing"), embed=embed)
         elif video.stat().st_size > interaction.filesize_limit:
-            await respond(interaction, t(locale, "status.handover.too_big", job_id=job.service_job_id), embed=embed)
+            await respond(interaction, t(locale, "status.handover.too_big",
+                                       job_id=views.job_id_param(job)), embed=embed)
         else:
             await interaction.response.defer(ephemeral=True, thinking=True)
             await respond(interaction, embed=embed, file=discord.File(video, filename=f"video-{job.id}.mp4"))

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
+from typing import Any, get_args
 
 import discord
 import pytest
 from discord import app_commands
 
+from bot import views
 from bot.i18n import CATALOGUE, EN, JA, CatalogueTranslator, described, description, language, t, yen
+from bot.notices import InvalidCode, Notice, RefusalCode, SubmissionKind
+from bot.store import JobState
 
 _FORMATTER = string.Formatter()
 
@@ -37,6 +42,39 @@ def test_each_text_has_the_same_placeholders_in_both_languages(key: str) -> None
         filled = t(lang, key, **params)
         assert filled.strip()
         assert "{" not in filled and "}" not in filled
+
+
+#: Each closed set of codes, with the function that turns one of its values into a catalogue key.
+CODE_SETS: dict[str, tuple[Any, Callable[[Any], str]]] = {
+    "Notice": (Notice, views.notice_key),
+    "RefusalCode": (RefusalCode, views.refusal_key),
+    "SubmissionKind": (SubmissionKind, views.submission_key),
+    "InvalidCode": (InvalidCode, views.invalid_key),
+}
+CODES = [(name, code) for name, (literal, _) in CODE_SETS.items() for code in get_args(literal)]
+
+
+@pytest.mark.parametrize("literal", [literal for literal, _ in CODE_SETS.values()], ids=list(CODE_SETS))
+def test_each_code_set_is_a_literal_with_values(literal: Any) -> None:
+    # Were one widened to `str`, get_args would be empty and the test below would check nothing.
+    assert get_args(literal)
+    assert all(isinstance(code, str) for code in get_args(literal))
+
+
+@pytest.mark.parametrize(("code_set", "code"), CODES, ids=[f"{name}.{code}" for name, code in CODES])
+def test_every_code_has_its_text_in_both_languages(code_set: str, code: str) -> None:
+    key = CODE_SETS[code_set][1](code)
+
+    assert key in CATALOGUE[EN]
+    assert key in CATALOGUE[JA]
+
+
+@pytest.mark.parametrize("state", list(JobState), ids=[state.value for state in JobState])
+def test_every_state_has_its_name_and_next_step_in_both_languages(state: JobState) -> None:
+    for key in (views.state_key(state), views.status_next_key(state)):
+        assert key in CATALOGUE[EN]
+        assert key in CATALOGUE[JA]
+    assert views.state_key(state) == f"state.{state.value}"
 
 
 def test_japanese_texts_never_hard_code_the_english_currency_sign() -> None:

@@ -1,16 +1,29 @@
-"""Message formatting: who a message can ping, how prompts are shown, and the receipt embed."""
+"""Message formatting: who a message can ping, how outside text is shown, the receipt, and Discord's limits."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
+from typing import get_args
 
 import discord
 import pytest
 
 from bot import views
-from bot.store import Job, JobState
+from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed
+from bot.notices import Notice
+from bot.store import AdmissionRefused, Job, JobState
 from bot.video_client import KeyInfo
+from tests.test_discord_text import (
+    HOSTILE,
+    active,
+    assert_content_fits,
+    assert_defused,
+    assert_embed_fits,
+    assert_no_markdown,
+    embed_parts,
+)
 
 S = JobState
 REQUESTER = 123_456_789_012_345_678
@@ -50,20 +63,19 @@ def test_requester_only_allows_the_requester_and_nobody_else() -> None:
     assert allowed.to_dict() == {"parse": [], "users": [REQUESTER]}
 
 
-HOSTILE = f"@everyone @here look <@{SOMEONE}> <@!{SOMEONE}> <@&{ROLE}> <@123>"
+MENTIONS = f"@everyone @here look <@{SOMEONE}> <@!{SOMEONE}> <@&{ROLE}> <@123>"
 
 
 def test_the_delivered_text_pings_the_requester_and_defuses_the_prompt() -> None:
-    text = views.delivered_text(job(prompt=HOSTILE, seed=7), price_yen=250, compressed=False, via_dm=False)
+    text = views.delivered_text(job(prompt=MENTIONS, seed=7), price_yen=250, compressed=False, via_dm=False)
 
     assert text.startswith(f"<@{REQUESTER}> your video #42 is ready.")
     assert text.count(f"<@{REQUESTER}>") == 1
     for mention in ("@everyone", "@here", f"<@{SOMEONE}>", f"<@!{SOMEONE}>", f"<@&{ROLE}>"):
         assert mention not in text
     # Whatever still looks like a mention is outside what the message may ping.
-    pingable = {int(user_id) for user_id in re.findall(r"<@!?(\d+)>", text)}
-    assert pingable <= {REQUESTER, 123}
-    assert 123 not in [user.id for user in views.requester_only(job()).users]  # type: ignore[union-attr]
+    pingable = {int(user_id) for user_id in re.findall(r"<@[!&]?(\d+)>", text)}
+    assert pingable == {REQUESTER}
     assert "Seed: 7 · Job: `vid_abc` · Cost: ¥250" in text
 
 
@@ -87,39 +99,7 @@ def test_the_delivered_text_in_japanese_with_notes() -> None:
     assert "圧縮したコピー" in text
 
 
-# -- excerpt ---------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("mention", ["@everyone", "@here", f"<@{SOMEONE}>", f"<@!{SOMEONE}>", f"<@&{ROLE}>"])
-def test_excerpt_defuses_mentions(mention: str) -> None:
-    shown = views.excerpt(f"hello {mention} bye")
-
-    assert mention not in shown
-    assert "\u200b" in shown
-
-
-def test_excerpt_keeps_a_short_prompt_readable() -> None:
-    assert views.excerpt("a calm lake at sunset") == "a calm lake at sunset"
-
-
-def test_excerpt_escapes_markdown() -> None:
-    shown = views.excerpt("**bold** _it_ ~~gone~~ `code`")
-
-    assert "**" not in shown.replace("\\*", "")
-    assert shown == r"\*\*bold\*\* \_it\_ \~\~gone\~\~ \`code\`"
-
-
-@pytest.mark.parametrize(
-    ("prompt", "limit"),
-    [("word " * 400, 300), ("x" * 2000, 1000), ("_" * 2000, 1000), ("@everyone " * 200, 300)],
-    ids=["words", "plain", "markdown", "mentions"],
-)
-def test_excerpt_shortens_long_prompts_to_the_limit(prompt: str, limit: int) -> None:
-    shown = views.excerpt(prompt, limit)
-
-    assert len(shown) <= limit
-    assert shown.endswith("…")
-    assert "@everyone" not in shown
+# -- the prompt in /status --------------------------------------------------------------------------
 
 
 def test_a_long_prompt_fits_the_status_embed_field() -> None:
@@ -185,3 +165,146 @@ def test_the_balance_embed_never_counts_negative_videos() -> None:
 
     assert fields(embed)["Videos left"] == "0 at ¥250 each"
     assert fields(embed)["Key"] == "`…abcd`"
+
+
+# -- every builder, fed 5,000 hostile characters ---------------------------------------------------------
+
+Built = str | discord.Embed
+DELIVERED_CHANNEL = 11
+#: The only mentions the bot itself writes: the requester, the configured role, the job's channels.
+OURS = {f"<@{REQUESTER}>", f"<@&{ROLE}>", "<#10>", f"<#{DELIVERED_CHANNEL}>"}
+RESETS = 1_767_193_200.0
+
+
+def benign(state: JobState) -> Job:
+    return job(state=state, last_error="the service said no", delivered_channel_id=DELIVERED_CHANNEL,
+               delivered_message_id=77, seed=7)
+
+
+def hostile(state: JobState) -> Job:
+    """A job whose every outside text (prompt, service job id, error reason) is 5,000 hostile characters."""
+    return dataclasses.replace(benign(state), prompt=HOSTILE, service_job_id=HOSTILE, last_error=HOSTILE)
+
+
+def _builders() -> dict[str, tuple[JobState, Callable[[Job], Built]]]:
+    builders: dict[str, tuple[JobState, Callable[[Job], Built]]] = {}
+    for state in S:
+        builders[f"receipt-{state}"] = (state, lambda j: views.receipt_embed(j, price_yen=250))
+        builders[f"status-{state}"] = (state, lambda j: views.status_embed(j, price_yen=250))
+        builders[f"status-ja-{state}"] = (state, lambda j: views.status_embed(j, price_yen=250, locale="ja"))
+    builders["status-list"] = (S.FAILED, lambda j: views.status_list_embed([j] * 3, "en-US"))
+    builders["status-list-200"] = (S.FAILED, lambda j: views.status_list_embed([j] * 200, "ja"))
+    builders["balance"] = (S.PENDING, lambda j: views.balance_embed(
+        KeyInfo(spend=10_300, max_budget=100_000), masked_key=j.service_job_id or "", price_yen=250,
+        ledger_all=(3, 750), ledger_guild=(1, 250), locale="en-US"))
+    builders["balance-no-limit"] = (S.PENDING, lambda j: views.balance_embed(
+        KeyInfo(spend=10_300, max_budget=None), masked_key=j.service_job_id or "", price_yen=250,
+        ledger_all=(3, 750), ledger_guild=(1, 250), locale="ja"))
+    for compressed in (False, True):
+        for via_dm in (False, True):
+            builders[f"delivered-{compressed=}-{via_dm=}"] = (S.DELIVERED, lambda j, c=compressed, d=via_dm: (
+                views.delivered_text(j, price_yen=250, compressed=c, via_dm=d)))
+    builders["delivered-ja"] = (S.DELIVERED, lambda j: views.delivered_text(
+        dataclasses.replace(j, locale="ja"), price_yen=250, compressed=True, via_dm=True))
+    for notice in get_args(Notice):
+        builders[f"announce-{notice}"] = (S.FAILED, lambda j, n=notice: views.announcement_text(j, n, price_yen=250))
+    builders["submission-rejected"] = (S.REJECTED, lambda j: views.submission_failed_text(
+        SubmissionFailed(j.id, "rejected", j.last_error or ""), "en-US", price_yen=250))
+    builders["submission-busy"] = (S.REJECTED, lambda j: views.submission_failed_text(
+        SubmissionFailed(j.id, "busy", j.last_error or ""), "ja", price_yen=250))
+    builders["submission-unknown"] = (S.UNKNOWN, lambda j: views.submission_failed_text(
+        SubmissionFailed(j.id, "unknown", j.last_error or ""), "en-US", price_yen=250))
+    refusals = [AdmissionRefused("cooldown", RESETS), AdmissionRefused("too_many_active", None, active=2, limit=2),
+                AdmissionRefused("guild_daily_cap", RESETS, spent=4_750, cap=5_000),
+                AdmissionRefused("channel", None), AdmissionRefused("role", None, role=ROLE)]
+    for refusal in refusals:
+        builders[f"refusal-{refusal.code}"] = (S.SUBMITTING, lambda j, r=refusal: views.refusal_text(
+            r, j.locale, price_yen=250))
+    invalid = [InvalidRequest("prompt_empty", "empty"), InvalidRequest("prompt_too_long", "long", length=5000,
+                                                                          limit=2000),
+               InvalidRequest("seed_range", "seed", low=0, high=2**32 - 1), InvalidRequest("seed_unsupported", "no")]
+    for error in invalid:
+        builders[f"invalid-{error.code}"] = (S.SUBMITTING, lambda j, e=error: views.invalid_request_text(e, j.locale))
+    builders["budget"] = (S.SUBMITTING, lambda j: views.budget_text(BudgetTooLow(9_900, 10_000, 250), j.locale))
+    builders["job-id-text"] = (S.PENDING, views.job_id_text)
+    builders["state-name"] = (S.PENDING, views.state_name)
+    return builders
+
+
+BUILDERS = _builders()
+
+
+def texts(built: Built) -> dict[str, str]:
+    return embed_parts(built) if isinstance(built, discord.Embed) else {"content": built}
+
+
+def assert_fits(built: Built) -> None:
+    if isinstance(built, discord.Embed):
+        assert_embed_fits(built)
+    else:
+        assert_content_fits(built)
+
+
+@pytest.fixture(params=[True, False], ids=["with-last-line", "builder-alone"])
+def last_line(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Run once as shipped, and once with fit_embed/fit_content doing nothing: each builder must fit by itself."""
+    if not request.param:
+        monkeypatch.setattr(views, "fit_embed", lambda embed: embed)
+        monkeypatch.setattr(views, "fit_content", lambda text: text)
+    return bool(request.param)
+
+
+def test_every_builder_is_covered() -> None:
+    """A new public builder in views must join BUILDERS."""
+    covered = {"receipt_embed", "status_embed", "status_list_embed", "balance_embed", "delivered_text",
+               "announcement_text", "submission_failed_text", "refusal_text", "invalid_request_text", "budget_text",
+               "job_id_text", "state_name"}
+    helpers = {"relative", "mention", "requester_only", "job_id_param", "state_key", "status_next_key", "notice_key",
+               "refusal_key", "invalid_key", "submission_key"}
+    public = {name for name, value in vars(views).items()
+              if callable(value) and not name.startswith("_") and getattr(value, "__module__", "") == views.__name__}
+    assert public == covered | helpers
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_every_builder_fits_discords_limits_with_5000_hostile_characters(name: str, last_line: bool) -> None:
+    state, build = BUILDERS[name]
+
+    built = build(hostile(state))
+
+    assert_fits(built)
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_every_builder_defuses_hostile_text(name: str, last_line: bool) -> None:
+    state, build = BUILDERS[name]
+    calm, wild = texts(build(benign(state))), texts(build(hostile(state)))
+
+    assert calm.keys() == wild.keys()
+    for part, text in wild.items():
+        assert_defused(text, OURS)
+        assert_no_markdown(text)
+        # Hostile text adds no line and no backtick that acts: the layout is the catalogue's.
+        assert text.count("\n") == calm[part].count("\n"), part
+        assert active(text, "`") == active(calm[part], "`"), part
+
+
+def test_job_id_text_of_a_5000_character_id_is_one_short_code_span() -> None:
+    shown = views.job_id_text(hostile(S.PENDING))
+
+    assert len(shown) <= 102
+    assert shown.startswith("`") and shown.endswith("…`") and shown.count("`") == 2
+
+
+def test_the_hostile_prompt_in_status_is_cut_to_1000_characters() -> None:
+    embed = views.status_embed(hostile(S.PENDING), price_yen=250)
+
+    assert 900 <= len(fields(embed)["Prompt"]) <= 1000
+    assert fields(embed)["Prompt"].endswith("…")
+
+
+def test_the_role_in_a_refusal_can_only_be_a_number() -> None:
+    assert views.refusal_text(AdmissionRefused("role", None, role=ROLE), "en-US", price_yen=250) == (
+        f"You need the <@&{ROLE}> role to request videos. Nothing was spent.")
+    with pytest.raises(ValueError):
+        views.refusal_text(AdmissionRefused("role", None, role="1> @everyone <@123"), "en-US", price_yen=250)
