@@ -81,6 +81,7 @@ async def submit(
             channel_id=1,
         )
     )
+    job = await store.transition(job.id, JobState.SUBMITTING)
     try:
         remote = await client.create(job.prompt, job.seed, DEFAULT_MODEL)
     except VideoServiceError as exc:

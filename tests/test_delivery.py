@@ -305,6 +305,7 @@ async def test_failed_job_announcement_carries_the_job_id(
     double: DiscordDouble, delivery: DiscordDelivery, store: JobStore, video: Path
 ) -> None:
     job = await store.add_submission(new_job(prompt=NOISY_PROMPT))
+    await store.transition(job.id, JobState.SUBMITTING)
     job = await store.mark_accepted(job.id, "vid_failed_0001", PRICE_YEN, next_poll_at=time.time())
     failed = await store.transition(job.id, S.FAILED, finished_at=time.time())
 
@@ -340,6 +341,7 @@ async def test_show_progress_edits_the_original_reply(
     job = await store.add_submission(
         new_job(interaction_token=interaction.token, interaction_expires_at=time.time() + 15 * 60)
     )
+    await store.transition(job.id, JobState.SUBMITTING)
     job = await store.mark_accepted(job.id, "vid_progress_01", PRICE_YEN, next_poll_at=time.time())
     job = await store.update(job.id, reply_message_id=reply.id)
     job = await store.transition(job.id, S.IN_PROGRESS)

@@ -14,6 +14,7 @@ from bot.store import (
     JobState,
     JobStore,
     NewJob,
+    StoreUnavailable,
 )
 
 S = JobState
@@ -40,18 +41,21 @@ async def store(tmp_path: Path):
 
 async def put_in_state(store: JobStore, target: JobState) -> int:
     """Walk a fresh job along legal moves until it reaches `target`."""
+    sent = [S.SUBMITTING, S.PENDING]
     path = {
-        S.SUBMITTING: [],
-        S.PENDING: [S.PENDING],
-        S.IN_PROGRESS: [S.PENDING, S.IN_PROGRESS],
-        S.COMPLETED: [S.PENDING, S.COMPLETED],
-        S.DOWNLOADED: [S.PENDING, S.COMPLETED, S.DOWNLOADED],
-        S.DELIVERED: [S.PENDING, S.COMPLETED, S.DOWNLOADED, S.DELIVERED],
-        S.UNDELIVERABLE: [S.PENDING, S.COMPLETED, S.DOWNLOADED, S.UNDELIVERABLE],
-        S.FAILED: [S.PENDING, S.FAILED],
-        S.STALLED: [S.PENDING, S.STALLED],
+        S.RECEIVED: [],
+        S.SUBMITTING: [S.SUBMITTING],
+        S.PENDING: sent,
+        S.IN_PROGRESS: [*sent, S.IN_PROGRESS],
+        S.COMPLETED: [*sent, S.COMPLETED],
+        S.DOWNLOADED: [*sent, S.COMPLETED, S.DOWNLOADED],
+        S.DELIVERED: [*sent, S.COMPLETED, S.DOWNLOADED, S.DELIVERED],
+        S.UNDELIVERABLE: [*sent, S.COMPLETED, S.DOWNLOADED, S.UNDELIVERABLE],
+        S.FAILED: [*sent, S.FAILED],
+        S.STALLED: [*sent, S.STALLED],
         S.REJECTED: [S.REJECTED],
-        S.UNKNOWN: [S.UNKNOWN],
+        S.UNKNOWN: [S.SUBMITTING, S.UNKNOWN],
+        S.INTERRUPTED: [S.INTERRUPTED],
     }[target]
     job = await store.add_submission(new_job())
     for step in path:
@@ -77,8 +81,11 @@ async def test_migration_from_an_empty_file(tmp_path: Path) -> None:
 
 async def test_write_ahead_then_accept_records_id_and_charge(store: JobStore) -> None:
     job = await store.add_submission(new_job())
-    assert job.state == S.SUBMITTING
+    assert job.state == S.RECEIVED
     assert job.service_job_id is None and job.charged_yen == 0
+    with pytest.raises(IllegalTransition):  # never accepted without the write-ahead `submitting`
+        await store.mark_accepted(job.id, "vid_1", 250, next_poll_at=123.0)
+    job = await store.transition(job.id, S.SUBMITTING)
     accepted = await store.mark_accepted(job.id, "vid_1", 250, next_poll_at=123.0)
     assert (accepted.state, accepted.service_job_id, accepted.charged_yen) == (S.PENDING, "vid_1", 250)
     assert accepted.next_poll_at == 123.0 and accepted.accepted_at is not None
@@ -113,27 +120,84 @@ async def test_transition_of_a_missing_job(store: JobStore) -> None:
         await store.get(999)
 
 
-async def test_submitting_rows_become_unknown_at_start_up(tmp_path: Path) -> None:
+async def test_start_up_ends_what_the_last_run_left_half_done(tmp_path: Path) -> None:
     path = tmp_path / "jobs.sqlite3"
     store = await JobStore.open(path)
-    stuck = await store.add_submission(new_job())
-    done = await store.add_submission(new_job())
+    unsent = await store.add_submission(new_job())
+    sending = await store.transition((await store.add_submission(new_job())).id, S.SUBMITTING)
+    done = await store.transition((await store.add_submission(new_job())).id, S.SUBMITTING)
     await store.mark_accepted(done.id, "vid_9", 250, 0.0)
-    await store.close()  # the crash: nothing else happened to `stuck`
+    await store.close()  # the crash: nothing else happened to the first two
 
     store = await JobStore.open(path)
-    recovered = await store.recover_interrupted_submissions()
-    assert [job.id for job in recovered] == [stuck.id]
-    assert (await store.get(stuck.id)).state == S.UNKNOWN
+    recovered = await store.recover_after_restart()
+    assert sorted(job.id for job in recovered) == [unsent.id, sending.id]
+    assert (await store.get(unsent.id)).state == S.INTERRUPTED
+    assert (await store.get(sending.id)).state == S.UNKNOWN
     assert (await store.get(done.id)).state == S.PENDING
-    # Unknown is final: it can never go back to being submitted or accepted.
-    with pytest.raises(IllegalTransition):
-        await store.transition(stuck.id, S.PENDING)
+    # Both are owed a final message; neither can go back to being sent or accepted.
+    owed = await store.untold(older_than=float("inf"), max_notice_attempts=5)
+    assert sorted(job.id for job in owed) == [unsent.id, sending.id]
+    for job_id in (unsent.id, sending.id):
+        with pytest.raises(IllegalTransition):
+            await store.transition(job_id, S.SUBMITTING)
+        with pytest.raises(IllegalTransition):
+            await store.transition(job_id, S.PENDING)
     await store.close()
+
+
+async def test_a_told_request_is_no_longer_owed_and_attempts_are_capped(store: JobStore) -> None:
+    first = await store.transition((await store.add_submission(new_job())).id, S.REJECTED)
+    second = await store.transition((await store.add_submission(new_job())).id, S.INTERRUPTED)
+    delivered_id = await put_in_state(store, S.DELIVERED)
+    owed = {job.id for job in await store.untold(older_than=float("inf"), max_notice_attempts=3)}
+    assert owed == {first.id, second.id}, "a delivered video is its own final message"
+    await store.mark_told(first.id)
+    await store.update(second.id, notice_attempts=3)
+    assert await store.untold(older_than=float("inf"), max_notice_attempts=3) == []
+    assert delivered_id not in owed
+    # Ones changed after `older_than` are being told by someone right now.
+    third = await store.transition((await store.add_submission(new_job())).id, S.REJECTED)
+    assert await store.untold(older_than=third.updated_at - 1, max_notice_attempts=3) == []
+
+
+async def test_a_duplicate_job_id_fails_the_second_request_charged(store: JobStore) -> None:
+    first = await store.transition((await store.add_submission(new_job(user_id=1))).id, S.SUBMITTING)
+    second = await store.transition((await store.add_submission(new_job(user_id=2))).id, S.SUBMITTING)
+    await store.mark_accepted(first.id, "vid_same", 250, 0.0)
+    twice = await store.mark_accepted(second.id, "vid_same", 250, 0.0)
+    assert twice.state == S.FAILED and twice.charged_yen == 250 and twice.service_job_id is None
+    assert twice.last_error is not None and "vid_same" in twice.last_error and first.reference in twice.last_error
+    kept = await store.get(first.id)
+    assert (kept.state, kept.service_job_id) == (S.PENDING, "vid_same")
+    assert await store.ledger() == (2, 500), "both requests were charged"
+    assert [job.id for job in await store.due_jobs(float("inf"), limit=10)] == [first.id], "only the first is polled"
+
+
+async def test_an_unusable_job_id_is_charged_and_never_polled(store: JobStore) -> None:
+    job = await store.transition((await store.add_submission(new_job())).id, S.SUBMITTING)
+    failed = await store.mark_charged_unusable(job.id, 250, "'..'")
+    assert (failed.state, failed.charged_yen, failed.service_job_id) == (S.FAILED, 250, None)
+    assert await store.due_jobs(float("inf"), limit=10) == []
+    assert await store.ledger() == (1, 250)
+
+
+async def test_a_full_database_is_store_unavailable_and_records_nothing(store: JobStore) -> None:
+    job = await store.add_submission(new_job())
+    # Freeze the file at its current size: the next write finds the database full.
+    async with store._db.execute("PRAGMA page_count") as cursor:
+        row = await cursor.fetchone()
+    assert row is not None
+    await store._db.execute(f"PRAGMA max_page_count = {row[0]}")
+    with pytest.raises(StoreUnavailable):
+        for _ in range(50):
+            await store.add_submission(new_job(prompt="x" * 2000))
+    assert (await store.get(job.id)).state == S.RECEIVED
 
 
 async def test_concurrent_writers_do_not_lose_updates(store: JobStore) -> None:
     jobs = await asyncio.gather(*(store.add_submission(new_job(user_id=i)) for i in range(50)))
+    await asyncio.gather(*(store.transition(job.id, S.SUBMITTING) for job in jobs))
     await asyncio.gather(*(store.mark_accepted(job.id, f"vid_{job.id}", 250, 0.0) for job in jobs))
     await asyncio.gather(*(store.update(job.id, next_poll_at=float(job.id)) for job in jobs))
     assert await store.ledger() == (50, 50 * 250)
@@ -149,8 +213,11 @@ async def test_due_jobs_and_next_poll(store: JobStore) -> None:
     a = await store.add_submission(new_job())
     b = await store.add_submission(new_job())
     c = await store.add_submission(new_job())
+    await store.transition(a.id, JobState.SUBMITTING)
     await store.mark_accepted(a.id, "a", 250, next_poll_at=50.0)
+    await store.transition(b.id, JobState.SUBMITTING)
     await store.mark_accepted(b.id, "b", 250, next_poll_at=10.0)
+    await store.transition(c.id, JobState.SUBMITTING)
     await store.mark_accepted(c.id, "c", 250, next_poll_at=500.0)
     await store.transition(c.id, S.FAILED)
     assert await store.next_poll_at() == 10.0
@@ -161,6 +228,7 @@ async def test_due_jobs_and_next_poll(store: JobStore) -> None:
 
 async def test_find_by_local_reference_or_service_id_within_a_server(store: JobStore) -> None:
     job = await store.add_submission(new_job(guild_id=10))
+    await store.transition(job.id, JobState.SUBMITTING)
     await store.mark_accepted(job.id, "vid_abc", 250, 0.0)
     assert (await store.find(f"#{job.id}", guild_id=10)).id == job.id  # type: ignore[union-attr]
     assert (await store.find(str(job.id), guild_id=10)).id == job.id  # type: ignore[union-attr]
@@ -172,8 +240,10 @@ async def test_find_by_local_reference_or_service_id_within_a_server(store: JobS
 async def test_recent_jobs_newest_first_and_ledger_totals(store: JobStore) -> None:
     for i in range(12):
         job = await store.add_submission(new_job(user_id=1, guild_id=10, prompt=f"p{i}"))
+        await store.transition(job.id, JobState.SUBMITTING)
         await store.mark_accepted(job.id, f"v{i}", 250, 0.0)
     other = await store.add_submission(new_job(user_id=2, guild_id=20))
+    await store.transition(other.id, JobState.SUBMITTING)
     await store.mark_accepted(other.id, "other", 250, 0.0)
     await store.add_submission(new_job(user_id=1, guild_id=10))  # not charged yet
     recent = await store.recent_jobs(1, 10)

@@ -532,6 +532,7 @@ async def test_restart_resumes_without_a_second_create(
     job = await before.add_submission(new_job())
     remote = await client.create(job.prompt, job.seed)
     if state != "submitting":
+        await before.transition(job.id, JobState.SUBMITTING)
         job = await before.mark_accepted(job.id, remote.id, PRICE_YEN, next_poll_at=time.time())
     if state in ("completed", "downloaded"):
         await _completed_at_service(sim, job)

@@ -206,6 +206,7 @@ async def downloaded_job(store: JobStore, video: Path, new: NewJob | None = None
     """A job as the worker leaves it once the MP4 is on disk, ready to be delivered."""
     job = await store.add_submission(new or new_job())
     now = time.time()
+    await store.transition(job.id, JobState.SUBMITTING)
     await store.mark_accepted(job.id, f"vid_{uuid.uuid4().hex}", PRICE_YEN, next_poll_at=now)
     await store.transition(job.id, JobState.COMPLETED, finished_at=now)
     return await store.transition(job.id, JobState.DOWNLOADED, file_path=str(video))

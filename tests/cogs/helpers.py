@@ -329,6 +329,7 @@ async def stored_job(
         job = await store.transition(job.id, state, last_error=changes.pop("last_error", None))
     elif state != s.SUBMITTING:
         service_id = service_job_id or f"vid_{job.id:04d}"
+        await store.transition(job.id, JobState.SUBMITTING)
         job = await store.mark_accepted(job.id, service_id, charge, next_poll_at=time.time() + 20)
         path = {
             s.PENDING: [],
