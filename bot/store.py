@@ -101,11 +101,11 @@ class Job:
     delivered_channel_id: int | None
     delivered_message_id: int | None
     last_error: str | None
-    told_at: float | None  # when the requester got the final message
-    step_attempts: int  # failed attempts of the current download or upload
-    step_failing_since: float | None
-    notice_attempts: int  # failed attempts to send the final message
-    waiting_notice_sent: bool
+    told_at: float | None = None  # when the requester got the final message
+    step_attempts: int = 0  # failed attempts of the current download or upload
+    step_failing_since: float | None = None
+    notice_attempts: int = 0  # failed rounds of sending the final message
+    waiting_notice_sent: bool = False
 
     def __repr__(self) -> str:
         # The interaction token is a credential for 15 minutes: keep it out of logs.

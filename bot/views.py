@@ -67,6 +67,9 @@ _SUBMISSION_KEYS: dict[SubmissionKind, str] = {
     "rejected": "error.rejected",
     "busy": "error.busy",
     "unknown": "error.unknown_outcome",
+    "not_recorded": "error.not_recorded",
+    "charged_unusable": "error.charged_unusable",
+    "charged_unrecorded": "error.charged_unrecorded",
 }
 
 

@@ -57,6 +57,8 @@ class StatusCog(commands.Cog):
         else:
             await interaction.response.defer(ephemeral=True, thinking=True)
             await respond(interaction, embed=embed, file=discord.File(video, filename=f"video-{job.id}.mp4"))
+            # In the requester's hands now: the job is delivered and the bot's copy goes.
+            await requests.handed_over(job)
 
     @status.autocomplete("job_id")
     async def job_id_autocomplete(

@@ -255,7 +255,9 @@ class Stack:
     accepted: list[Job]
 
     def interaction(self, command: app_commands.Command[Any, ..., Any] | None = None, **kwargs: Any) -> MagicMock:
-        return fake_interaction(self.log, command=command, **kwargs)
+        interaction = fake_interaction(self.log, command=command, **kwargs)
+        interaction.client = self.bot
+        return interaction
 
 
 @contextlib.asynccontextmanager
@@ -325,9 +327,13 @@ async def stored_job(
                guild_id=guild_id, channel_id=CHANNEL_ID, locale=locale)
     )
     s = JobState
-    if state in (s.REJECTED, s.UNKNOWN):
+    if state in (s.REJECTED, s.INTERRUPTED):
         job = await store.transition(job.id, state, last_error=changes.pop("last_error", None))
-    elif state != s.SUBMITTING:
+    elif state in (s.SUBMITTING, s.UNKNOWN):
+        job = await store.transition(job.id, s.SUBMITTING)
+        if state == s.UNKNOWN:
+            job = await store.transition(job.id, state, last_error=changes.pop("last_error", None))
+    elif state != s.RECEIVED:
         service_id = service_job_id or f"vid_{job.id:04d}"
         await store.transition(job.id, JobState.SUBMITTING)
         job = await store.mark_accepted(job.id, service_id, charge, next_poll_at=time.time() + 20)

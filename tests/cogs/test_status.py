@@ -203,6 +203,10 @@ async def test_the_requester_gets_an_undeliverable_video_as_a_private_attachment
     assert attachment.filename == f"video-{job.id}.mp4"
     assert embed is not None
     assert embed.description == "It could not be posted in the channel or by DM. Here is the file."
+    # Handed over: the job is delivered and the bot's copy is gone.
+    handed = await stack.store.get(job.id)
+    assert handed.state == S.DELIVERED and handed.told_at is not None
+    assert not video_file.exists()
 
 
 async def test_another_member_sees_the_undeliverable_job_without_the_file(

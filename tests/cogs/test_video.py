@@ -46,6 +46,15 @@ def deferred_reply(stack: Stack) -> Event:
     return reply
 
 
+def refusal_reply(stack: Stack) -> Event:
+    """A refusal before anything is recorded: answered at once, privately, never deferred."""
+    reply = stack.log.only_reply()
+    assert reply.name == "send_message"
+    assert reply.kwargs["ephemeral"] is True
+    assert "defer" not in stack.log.names()
+    return reply
+
+
 # -- accepted -------------------------------------------------------------------------------------
 
 
@@ -192,7 +201,9 @@ async def test_a_budget_too_low_for_one_video_is_refused_with_the_figures(
     assert reply.content == f"The shared budget cannot pay for a video: {figures}. Nothing was sent."
     assert stack.simulator.creates_received == 0
     assert stack.simulator.spend == spend
-    assert await all_jobs(stack) == []
+    [job] = await all_jobs(stack)
+    assert (job.state, job.charged_yen) == (JobState.REJECTED, 0)
+    assert job.told_at is not None, "the reply was the request's final message"
 
 
 async def test_a_budget_of_exactly_one_video_is_enough(stack: Stack, cog: VideoCog) -> None:
@@ -210,13 +221,17 @@ async def test_service_unreachable_before_the_create_spends_nothing(stack: Stack
 
     error = await invoke(stack, cog.video, interaction, prompt="a quiet forest")
 
-    assert isinstance(error, VideoServiceError)
+    assert isinstance(error, SubmissionFailed) and error.kind == "busy"
+    assert isinstance(error.__cause__, VideoServiceError)
+    [job] = await all_jobs(stack)
     assert deferred_reply(stack).content == (
-        "The video service cannot be reached right now. Nothing was spent. Please try again later."
+        f"The video service is busy or down right now, so request #{job.id} was not accepted. Nothing was "
+        "charged (¥0). Please try again in a few minutes."
     )
     assert CREATE not in stack.log.service_calls()
     assert stack.simulator.creates_received == 0
-    assert await all_jobs(stack) == []
+    assert (job.state, job.charged_yen) == (JobState.REJECTED, 0)
+    assert job.told_at is not None
 
 
 async def test_a_second_request_inside_the_cooldown_is_refused_without_a_create(
@@ -230,7 +245,7 @@ async def test_a_second_request_inside_the_cooldown_is_refused_without_a_create(
 
     assert isinstance(error, AdmissionRefused)
     assert error.code == "cooldown"
-    reply = deferred_reply(stack)
+    reply = refusal_reply(stack)
     assert reply.content is not None
     assert reply.content.startswith("You can ask for another video <t:")
     assert reply.content.endswith(":R>. Nothing was spent.")
@@ -247,7 +262,7 @@ async def test_a_channel_outside_the_allowed_list_is_refused_before_any_request(
         error = await invoke(stack, cog.video, stack.interaction(cog.video), prompt="a harbour at night")
 
         assert isinstance(error, AdmissionRefused)
-        assert deferred_reply(stack).content == "Videos cannot be requested in this channel. Nothing was spent."
+        assert refusal_reply(stack).content == "Videos cannot be requested in this channel. Nothing was spent."
         assert stack.log.service_calls() == []
         assert simulator.requests_log == []
 
@@ -259,7 +274,7 @@ async def test_the_required_role_is_checked_against_the_member_roles(
         cog = VideoCog(stack.bot)
         await invoke(stack, cog.video, stack.interaction(cog.video, role_ids=[111]), prompt="a glacier")
 
-        assert deferred_reply(stack).content == "You need the <@&555> role to request videos. Nothing was spent."
+        assert refusal_reply(stack).content == "You need the <@&555> role to request videos. Nothing was spent."
         assert simulator.creates_received == 0
 
         stack.log.events.clear()
