@@ -66,8 +66,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "error.store_unavailable": "The bot cannot record requests right now (its database is unavailable). "
         "Nothing was sent or spent. Please try again later.",
         "error.charged_unusable": "Request {ref} was accepted and charged {price}, but the video service's answer "
-        "cannot be used: {reason}. The bot will not follow it. Give support this text and the reference {ref} "
-        "for credit.",
+        "cannot be used: {reason}. The bot will not follow it. Give support the job id {job_id} and the reference "
+        "{ref} for credit.",
         "error.charged_unrecorded": "Request {ref} was accepted as job {job_id} and charged {price}, but the bot "
         "could not record it yet. It keeps trying and will post the video here; if it cannot, it will tell you. "
         "Keep the job id {job_id} for support.",
@@ -205,7 +205,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "error.store_unavailable": "ボットは今リクエストを記録できません（データベースが使えません）。送信も課金もしていません。"
         "後でもう一度お試しください。",
         "error.charged_unusable": "リクエスト {ref} は受け付けられ{price}が課金されましたが、動画サービスの応答が使えません：{reason}。"
-        "ボットは追跡しません。この文面と参照 {ref} をサポートに伝えてクレジットを受けてください。",
+        "ボットは追跡しません。ジョブID {job_id} と参照 {ref} をサポートに伝えてクレジットを受けてください。",
         "error.charged_unrecorded": "リクエスト {ref} はジョブ {job_id} として受け付けられ{price}が課金されましたが、"
         "ボットがまだ記録できていません。再試行を続け、動画はここに投稿します。できない場合はお知らせします。"
         "サポート用にジョブID {job_id} を控えてください。",

@@ -147,7 +147,8 @@ class VideoRequests:
             # Accepted and charged, but the id is not safe to use: never polled, the requester gets it for support.
             log.error("request %s accepted with an unusable job id %s (%d yen)", job.reference, exc.shown, price)
             failed = await self._store.mark_charged_unusable(job.id, price, exc.shown)
-            raise SubmissionFailed(job.id, "charged_unusable", failed.last_error or exc.shown) from exc
+            raise SubmissionFailed(job.id, "charged_unusable", failed.last_error or exc.shown,
+                                   service_job_id=exc.shown) from exc
         except OutcomeUnknown as exc:
             await self._store.transition(job.id, JobState.UNKNOWN, last_error=str(exc))
             raise SubmissionFailed(job.id, "unknown", str(exc)) from exc
@@ -168,7 +169,7 @@ class VideoRequests:
         if accepted.state == JobState.FAILED:
             log.error("request %s: the service returned job id %s again (%s); charged %d yen, not polled",
                       job.reference, remote.id, accepted.last_error, price)
-            raise SubmissionFailed(job.id, "charged_unusable", accepted.last_error or remote.id)
+            raise SubmissionFailed(job.id, "charged_unusable", accepted.last_error or remote.id, service_job_id=remote.id)
         self._on_accepted(accepted)
         return accepted
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import discord
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from bot.cogs.video import VideoCog
 from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed, VideoServiceError
 from bot.simulator import VideoServiceSimulator
-from bot.store import AdmissionRefused, Job, JobState
+from bot.store import AdmissionRefused, Job, JobState, StoreUnavailable
 from tests.cogs.helpers import (
     GUILD_ID,
     OTHER_MEMBER_ID,
@@ -392,3 +394,98 @@ async def test_outcome_unknown_in_japanese_names_the_price_in_yen(
         assert "250円が課金された可能性があります" in content
         assert "自動では再送しません" in content
         assert simulator.creates_received == 1
+
+
+# -- what the service says is input, and the database can fail ------------------------------------------
+
+
+async def test_the_request_is_written_down_before_it_is_acknowledged(stack: Stack, cog: VideoCog) -> None:
+    interaction = stack.interaction(cog.video)
+    rows_at_defer: list[int] = []
+    defer = interaction.response.defer.side_effect
+
+    async def recording_defer(**kwargs: Any) -> None:
+        rows_at_defer.append(len(await all_jobs(stack)))
+        await defer(**kwargs)
+
+    interaction.response.defer.side_effect = recording_defer
+    assert await invoke(stack, cog.video, interaction, prompt="a lighthouse") is None
+    assert rows_at_defer == [1], "a kill right after the acknowledgement must still find the request"
+
+
+async def test_a_database_that_cannot_record_refuses_before_anything_is_sent(
+    stack: Stack, cog: VideoCog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def full(*args: Any, **kwargs: Any) -> Job:
+        raise StoreUnavailable("database or disk is full")
+
+    monkeypatch.setattr(stack.store, "add_submission", full)
+    error = await invoke(stack, cog.video, stack.interaction(cog.video), prompt="a lighthouse")
+
+    assert isinstance(error, StoreUnavailable)
+    assert refusal_reply(stack).content == (
+        "The bot cannot record requests right now (its database is unavailable). Nothing was sent or spent. "
+        "Please try again later."
+    )
+    assert stack.simulator.requests_log == [] and stack.simulator.spend == 0
+
+
+async def test_a_database_failing_after_the_202_tells_the_charge_and_records_it_later(
+    stack: Stack, cog: VideoCog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = stack.store.mark_accepted
+    failures = [StoreUnavailable("database is locked")]
+
+    async def flaky(*args: Any, **kwargs: Any) -> Job:
+        if failures:
+            raise failures.pop()
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(stack.store, "mark_accepted", flaky)
+    error = await invoke(stack, cog.video, stack.interaction(cog.video), prompt="a lighthouse")
+
+    assert isinstance(error, SubmissionFailed) and error.kind == "charged_unrecorded"
+    [remote_id] = stack.simulator.accepted_job_ids
+    content = deferred_reply(stack).content or ""
+    assert f"accepted as job `{remote_id}` and charged ¥250" in content
+    # The write is retried in the background; once it lands, the job goes on to the worker.
+    for _ in range(200):
+        if stack.accepted:
+            break
+        await asyncio.sleep(0.02)
+    [job] = await all_jobs(stack)
+    assert (job.state, job.service_job_id, job.charged_yen) == (JobState.PENDING, remote_id, 250)
+    assert [accepted.id for accepted in stack.accepted] == [job.id]
+    assert job.told_at is None, "the video itself is still to come"
+
+
+async def test_an_unusable_job_id_is_charged_failed_and_told_for_support(stack: Stack, cog: VideoCog) -> None:
+    stack.simulator.force_next_job_ids("..")
+    error = await invoke(stack, cog.video, stack.interaction(cog.video), prompt="a lighthouse")
+
+    assert isinstance(error, SubmissionFailed) and error.kind == "charged_unusable"
+    [job] = await all_jobs(stack)
+    assert (job.state, job.charged_yen, job.service_job_id) == (JobState.FAILED, 250, None)
+    content = deferred_reply(stack).content or ""
+    assert f"Request #{job.id} was accepted and charged ¥250" in content and "'..'" in content
+    assert job.told_at is not None
+    assert stack.simulator.spend == 250 == (await stack.store.ledger())[1]
+    assert stack.accepted == [], "never handed to the worker: never polled"
+
+
+async def test_a_job_id_returned_twice_keeps_the_first_and_fails_the_second_charged(
+    stack: Stack, cog: VideoCog
+) -> None:
+    assert await invoke(stack, cog.video, stack.interaction(cog.video), prompt="first") is None
+    stack.log.events.clear()
+    stack.simulator.duplicate_next_job_id()
+    error = await invoke(stack, cog.video, stack.interaction(cog.video, user_id=OTHER_MEMBER_ID), prompt="second")
+
+    assert isinstance(error, SubmissionFailed) and error.kind == "charged_unusable"
+    first, second = await all_jobs(stack)
+    assert first.state == JobState.PENDING and first.service_job_id is not None
+    assert (second.state, second.charged_yen, second.service_job_id) == (JobState.FAILED, 250, None)
+    content = deferred_reply(stack).content or ""
+    assert first.service_job_id in content and first.reference in content and second.reference in content
+    assert stack.simulator.spend == 500 == (await stack.store.ledger())[1]
+    assert [job.id for job in stack.accepted] == [first.id]
