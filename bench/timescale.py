@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from bot.pacing import SERVICE_BURST
+from bot.retry import RetryPolicy
 from bot.settings import Settings
-from bot.video_client import RetryPolicy
 from bot.worker import WorkerConfig
 
 #: Production-equivalent constants of the scenarios.
@@ -73,7 +73,7 @@ class TimeScale:
     def retry_policy(self, policy: RetryPolicy) -> RetryPolicy:
         return RetryPolicy(
             attempts=policy.attempts,
-            total_seconds=self.seconds(policy.total_seconds),
+            deadline=self.seconds(policy.deadline),
             base_delay=self.seconds(policy.base_delay),
             max_delay=self.seconds(policy.max_delay),
         )

@@ -237,7 +237,7 @@ class JobWorker:
         if remote.status == "completed":
             job = await self._store.transition(job.id, S.COMPLETED, finished_at=self._clock())
             await self._show_progress(job)
-            self._spawn_finish(job, remote.content_path)
+            self._spawn_finish(job)
         elif remote.status == "failed":
             job = await self._store.transition(job.id, S.FAILED, finished_at=self._clock())
             log.warning("job %s (%s) failed at the service", job.reference, job.service_job_id)
@@ -297,7 +297,7 @@ class JobWorker:
         assert job.service_job_id is not None
         destination = self._config.storage_dir / f"{job.id}.mp4"
         try:
-            size = await self._client.download(job.service_job_id, destination, content_path=content_path)
+            size = await self._client.download(job.service_job_id, destination, max_bytes=100 * 1024 * 1024)
         except Rejected as exc:
             refusals = self._download_refusals[job.id] = self._download_refusals.get(job.id, 0) + 1
             if refusals < self._config.download_refusals_before_failing:

@@ -12,10 +12,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bot.retry import RetryPolicy
 from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH, JOBS_PREFIX
 from bot.store import Job, JobState, JobStore
-from bot.video_client import RetryPolicy
 from bot.worker import Deliverer, JobWorker, Undeliverable, WorkerConfig
 from tests.conftest import SIM_KEY, SimulatorFactory
 from tests.worker_helpers import (
@@ -35,7 +35,7 @@ INTERVAL = 0.1
 # Float rounding between the wall clock that schedules polls and the monotonic clock that times them.
 TOLERANCE = 0.002
 SAMPLE = DEFAULT_VIDEO_PATH.read_bytes()
-FAST = RetryPolicy(attempts=3, total_seconds=5, base_delay=0.02, max_delay=0.05)
+FAST = RetryPolicy(attempts=3, deadline=5, base_delay=0.02, max_delay=0.05)
 
 
 
@@ -538,7 +538,7 @@ async def test_restart_resumes_without_a_second_create(
         job = await before.transition(job.id, S.COMPLETED, finished_at=time.time())
     if state == "downloaded":
         destination = storage_dir / f"{job.id}.mp4"
-        await client.download(remote.id, destination)
+        await client.download(remote.id, destination, max_bytes=100 * 1024 * 1024)
         job = await before.transition(job.id, S.DOWNLOADED, file_path=str(destination))
     await before.close()
     creates, downloads = sim.creates_received, sim.download_requests
