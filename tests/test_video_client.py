@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gzip
 import json
 import logging
 import struct
@@ -166,13 +167,14 @@ class Offer:
     """A chunked body of `total` bytes without Content-Length, counting what the server managed to send."""
 
     total: int
+    status: int = 200
     written: int = 0
 
     def __post_init__(self) -> None:
         self.done = asyncio.Event()
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse()
+        response = web.StreamResponse(status=self.status)
         response.enable_chunked_encoding()
         await response.prepare(request)
         chunk = SAMPLE[:32] + bytes(64 * 1024 - 32)
@@ -316,6 +318,15 @@ async def test_a_huge_rejection_body_gives_a_short_reason(client: VideoServiceCl
     with pytest.raises(Rejected) as error:
         await client.create("a fox")
     assert 0 < len(error.value.reason) <= 300
+
+
+async def test_an_endless_rejection_body_is_not_read_whole(client: VideoServiceClient, service: FakeService) -> None:
+    offer = Offer(total=128 * 1024 * 1024, status=400)
+    service.on("POST", CREATE, offer)
+    with pytest.raises(Rejected):
+        await client.create("a fox")
+    await asyncio.wait_for(offer.done.wait(), 30)  # a guard against a hang, not a timing assertion
+    assert offer.written < 32 * 1024 * 1024
 
 
 async def test_429_is_retried_after_retry_after(
@@ -547,6 +558,28 @@ async def test_download_without_content_length_is_read_to_the_end(
     destination = tmp_path / "1.mp4"
     assert await client.download("vid_1", destination, max_bytes=MAX_BYTES) == len(SAMPLE)
     assert destination.read_bytes() == SAMPLE
+
+
+async def test_a_compressed_download_is_inflated_and_not_taken_for_a_short_one(
+    client: VideoServiceClient, service: FakeService, tmp_path: Path
+) -> None:
+    packed = gzip.compress(SAMPLE)
+    service.on("GET", CONTENT, mp4_reply(packed, **{"Content-Encoding": "gzip"}))
+    destination = tmp_path / "1.mp4"
+    assert await client.download("vid_1", destination, max_bytes=MAX_BYTES) == len(SAMPLE)
+    assert destination.read_bytes() == SAMPLE
+    (call,) = service.calls("GET", CONTENT)
+    assert call.headers["Accept-Encoding"] == "identity"
+
+
+async def test_a_compression_bomb_is_cut_at_the_limit(
+    client: VideoServiceClient, service: FakeService, tmp_path: Path
+) -> None:
+    bomb = gzip.compress(SAMPLE + bytes(20 * 1024 * 1024))  # about 20 KiB on the wire
+    service.on("GET", CONTENT, mp4_reply(bomb, **{"Content-Encoding": "gzip"}))
+    with pytest.raises(DownloadTooLarge):
+        await client.download("vid_1", tmp_path / "1.mp4", max_bytes=MAX_BYTES)
+    assert list(tmp_path.iterdir()) == []
 
 
 async def test_download_is_one_attempt(client: VideoServiceClient, service: FakeService, tmp_path: Path) -> None:
