@@ -54,7 +54,7 @@ class NaiveLoop:
             remote = await self._client.get_job(job.service_job_id, retry=False)
             if remote.status == "completed":
                 job = await self._store.transition(job.id, S.COMPLETED, finished_at=time.time())
-                await self._finish(job, remote.content_path)
+                await self._finish(job, None)
             elif remote.status == "failed":
                 job = await self._store.transition(job.id, S.FAILED, finished_at=time.time())
                 await self._deliverer.announce(job, "failed")
@@ -67,7 +67,7 @@ class NaiveLoop:
         assert job.service_job_id is not None
         if job.state == S.COMPLETED:
             video = self._storage_dir / f"{job.id}.mp4"
-            await self._client.download(job.service_job_id, video, content_path=content_path)
+            await self._client.download(job.service_job_id, video, max_bytes=100 * 1024 * 1024)
             job = await self._store.transition(job.id, S.DOWNLOADED, file_path=str(video))
         assert job.file_path is not None
         video = Path(job.file_path)

@@ -34,8 +34,9 @@ from bench.timescale import HTTP_TIMEOUT_S, POLL_INTERVAL_S, TimeScale, bot_burs
 from bot.errors import OutcomeUnknown, VideoServiceError
 from bot.models import DEFAULT_MODEL
 from bot.pacing import Pacer
+from bot.retry import RetryPolicy
 from bot.store import IN_FLIGHT_STATES, Job, JobState, JobStore, NewJob
-from bot.video_client import RetryPolicy, VideoServiceClient
+from bot.video_client import VideoServiceClient
 from bot.worker import JobWorker, WorkerConfig
 
 # The bot's process holds discord.py and every bot module; load them so memory starts where the bot's does.

@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bot.notices import Notice
 from bot.store import Job
 from bot.worker import Delivery
 
@@ -42,7 +43,7 @@ class RecordingSink:
         self._check()
         return Delivery(channel_id=job.channel_id, message_id=len(self.received))
 
-    async def announce(self, job: Job, event: str) -> None:
+    async def announce(self, job: Job, event: Notice, *, via_interaction: bool = False) -> None:
         self.announcements[event] += 1
         if event in FINAL_EVENTS:
             self._done += 1

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -46,9 +47,11 @@ def run_scenario(
     if scenario.platform_limit is not None:
         sim_cmd += ["--rate-limit", str(scenario.platform_limit)]
     if scenario.video_bytes is not None:
-        # Random bytes: the download path does not look inside the file.
+        # Random bytes in an ftyp + mdat frame: the client checks the box headers, never the media.
         video = workdir / "video.mp4"
-        video.write_bytes(os.urandom(scenario.video_bytes))
+        ftyp = struct.pack(">I4s", 16, b"ftyp") + b"isom\x00\x00\x02\x00"
+        media = max(0, scenario.video_bytes - len(ftyp) - 8)
+        video.write_bytes(ftyp + struct.pack(">I4s", media + 8, b"mdat") + os.urandom(media))
         sim_cmd += ["--video", str(video)]
     timeout = scale.seconds(scenario.timeout_seconds())
     bot_cmd = [

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from bot.pacing import SERVICE_BURST
+from bot.retry import RetryPolicy
 from bot.settings import Settings
-from bot.video_client import RetryPolicy
 from bot.worker import WorkerConfig
 
 #: Production-equivalent constants of the scenarios.
@@ -73,7 +73,7 @@ class TimeScale:
     def retry_policy(self, policy: RetryPolicy) -> RetryPolicy:
         return RetryPolicy(
             attempts=policy.attempts,
-            total_seconds=self.seconds(policy.total_seconds),
+            deadline=self.seconds(policy.deadline),
             base_delay=self.seconds(policy.base_delay),
             max_delay=self.seconds(policy.max_delay),
         )
@@ -86,6 +86,13 @@ class TimeScale:
             slow_after=self.seconds(base.slow_after),
             give_up_after=self.seconds(base.give_up_after),
             rate_limit_backoff=self.seconds(base.rate_limit_backoff),
-            retry_delays=tuple(self.seconds(delay) for delay in base.retry_delays),
+            download_retry=self.retry_policy(base.download_retry),
+            upload_retry=self.retry_policy(base.upload_retry),
+            notice_retry=self.retry_policy(base.notice_retry),
+            storage_retry_seconds=self.seconds(base.storage_retry_seconds),
+            storage_notice_after=self.seconds(base.storage_notice_after),
+            storage_wait_limit=self.seconds(base.storage_wait_limit),
+            sweep_interval=self.seconds(base.sweep_interval),
+            sweep_grace=self.seconds(base.sweep_grace),
             idle_wake=self.seconds(base.idle_wake),
         )

@@ -102,15 +102,43 @@ class SubmissionFailed(BotError):
 
 
 class UnusableJobId(VideoServiceError):
-    """A 202 whose job id is not safe to use: the request was accepted and charged, but is never polled.
+    """The service accepted a job (HTTP 202, so it is charged) but gave an id the bot will not put in a URL.
 
-    `shown` is the id escaped and shortened, for support.
+    The caller records the charge, fails the job and tells the requester, with `shown` for support; it never
+    polls. `shown` is the raw id escaped and shortened, safe to log and to show.
     """
 
     def __init__(self, shown: str) -> None:
         self.shown = shown
-        super().__init__(f"the service accepted the request with an unusable job id {shown}")
+        super().__init__(f"the service gave a job id the bot cannot use: {shown}")
+
+
+class UnreadableKeyInfo(ProtocolError):
+    """The key info answer has no usable spend or budget. The message names the field, never its value."""
+
+
+class DownloadTooLarge(ProtocolError):
+    """The video is (or announced itself as) larger than the bot accepts; reading stopped there."""
+
+    def __init__(self, size: int, max_bytes: int, *, announced: bool) -> None:
+        self.size = size
+        self.max_bytes = max_bytes
+        self.announced = announced
+        if announced:
+            text = f"the video announces {size} bytes, more than the {max_bytes} allowed"
+        else:
+            text = f"the video passed {max_bytes} bytes (the limit) after {size} bytes; download stopped"
+        super().__init__(text)
+
+
+class NotAnMp4(ProtocolError):
+    """The downloaded file is not a well-formed MP4 (ISO base media) file."""
 
 
 class InsufficientStorage(BotError):
-    """No disk space to keep a finished video; the video is safe at the service for a while."""
+    """The disk cannot hold the video: too little free space before the download, or ENOSPC/EDQUOT while writing."""
+
+    def __init__(self, message: str, *, needed: int | None = None, free: int | None = None) -> None:
+        self.needed = needed
+        self.free = free
+        super().__init__(message)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -32,6 +33,9 @@ class RetryPolicy:
     jitter: float = 0.2  # each backoff is scaled by a random factor in [1 - jitter, 1 + jitter]
 
     def __post_init__(self) -> None:
+        # An infinite or NaN deadline, or a non-integer count such as inf, would never give up.
+        if not isinstance(self.attempts, int) or not math.isfinite(self.deadline):
+            raise ValueError(f"unbounded retry policy: {self}")
         if self.attempts < 1 or self.deadline <= 0 or self.base_delay < 0 or self.max_delay < self.base_delay:
             raise ValueError(f"unbounded or empty retry policy: {self}")
         if not 0 <= self.jitter < 1:
@@ -78,7 +82,12 @@ async def retrying(
             await sleep(delay)
 
 
-# -- the bot's policies: every bound on retrying lives here ---------------------------------------
+# -- the bot's policies
+# A create refused with 429/5xx, or whose connection was never made, was not charged: a few tries
+# within a minute, then the requester is told the service is busy.
+CREATE_RETRY = RetryPolicy(attempts=4, deadline=60.0, base_delay=1.0, max_delay=20.0)
+# Free reads (key info, a status poll the caller wants answered now): quick, then give up.
+READ_RETRY = RetryPolicy(attempts=3, deadline=30.0, base_delay=1.0, max_delay=10.0)
 
 #: Recording an accepted (charged) job when the database fails: keep trying well within the service's
 #: retention, then tell the requester the job id for support.

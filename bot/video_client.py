@@ -1,8 +1,13 @@
-"""The one async client of the paid video service.
+"""The one async client of the paid video service. Nothing the service says is trusted.
 
 Money rules (spec §7): a create is retried only when the service said no (429, 5xx) or the
 connection failed before anything was sent. A timeout or dropped connection after the request
 left means "outcome unknown" and is never resent. Status, download and key info are free.
+
+Input rules (design promise 8): every URL is the configured base URL, a fixed template and a
+checked job id; the paths the service sends are never followed. Only downloads follow redirects
+(a few, and the key goes only to the service's own origin). Bodies are read up to a bound, numbers
+are checked, and a download must be an MP4 of a bounded size before it takes its final name.
 """
 
 from __future__ import annotations
@@ -10,29 +15,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import errno
 import json
 import logging
+import math
 import os
-import random
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 from urllib.parse import quote
 
 import aiohttp
+from yarl import URL
 
 from bot.errors import (
+    DownloadTooLarge,
+    InsufficientStorage,
     OutcomeUnknown,
     ProtocolError,
     RateLimited,
     Rejected,
     ServerError,
     ServiceUnreachable,
+    UnreadableKeyInfo,
 )
 from bot.models import DEFAULT_MODEL, VideoModel
+from bot.mp4 import check_mp4
 from bot.pacing import Pacer
+from bot.retry import CREATE_RETRY, NO_RETRY, READ_RETRY, RetryPolicy, retrying
+from bot.service_checks import safe_job_id, shown_id
 from bot.validation import check_seed, clean_prompt
 
 log = logging.getLogger(__name__)
@@ -40,8 +55,18 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 JOB_STATES = frozenset({"pending", "in_progress", "completed", "failed"})
+JOBS_PATH = "/gateway/videos/jobs"
+KEY_INFO_PATH = "/key/info"
+MAX_REDIRECTS = 3
+MAX_JSON_BYTES = 64 * 1024  # a job or key info answer is a few hundred bytes
+MAX_YEN = 10**12  # more than any real spend or budget: a larger number is garbage
+DISK_MARGIN_BYTES = 16 * 1024 * 1024  # room left for the database and logs after a download
 _CHUNK_BYTES = 64 * 1024
+_MAX_REASON_BYTES = 4096
 _MAX_REASON_CHARS = 300
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_RETRYABLE = (RateLimited, ServerError, ServiceUnreachable)
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def mask_key(key: str) -> str:
@@ -50,30 +75,12 @@ def mask_key(key: str) -> str:
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    """Bounds for retrying requests the service refused without charging."""
-
-    attempts: int = 4
-    total_seconds: float = 60.0
-    base_delay: float = 1.0
-    max_delay: float = 20.0
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return retry_after
-        backoff = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
-        return float(backoff * random.uniform(0.8, 1.2))
-
-
-NO_RETRY = RetryPolicy(attempts=1)
-
-
-@dataclass(frozen=True)
 class RemoteJob:
     id: str
     status: str
-    poll_path: str
-    content_path: str | None = None
+    # poll_path/content_path values the service sent that differ from the expected ones (shown form);
+    # never followed, listed so the worker can log them once per job.
+    ignored_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,38 +106,104 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _field(data: Mapping[str, Any], name: str, kind: type[_T], where: str) -> _T:
-    value = data.get(name)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise ProtocolError(f"the service's {where} response has no valid {name!r}")
-    return value
+def job_path(job_id: str) -> str:
+    """The status path of a job, from the checked id (percent-encoded anyway)."""
+    return f"{JOBS_PATH}/{quote(safe_job_id(job_id), safe='')}"
 
 
-def _yen(data: Mapping[str, Any], name: str, *, nullable: bool) -> int | None:
-    value = data.get(name)
-    if value is None and nullable and name in data:
-        return None
-    # Integral floats (1250.0) are accepted; fractional yen are not a thing.
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ProtocolError(f"the service's key info response has no valid {name!r}")
-    return value
-
-
-def _remote_job(data: object, where: str) -> RemoteJob:
-    if not isinstance(data, dict):
-        raise ProtocolError(f"the service's {where} response is not a JSON object")
-    status = _field(data, "status", str, where)
-    if status not in JOB_STATES:
-        raise ProtocolError(f"the service's {where} response has an unknown status {status[:40]!r}")
-    content_path = data.get("content_path")
-    return RemoteJob(
-        id=_field(data, "id", str, where),
-        status=status,
-        poll_path=_field(data, "poll_path", str, where),
-        content_path=content_path if isinstance(content_path, str) else None,
+def _ignored_paths(data: Mapping[str, Any], job_id: str) -> tuple[str, ...]:
+    expected = {"poll_path": job_path(job_id), "content_path": f"{job_path(job_id)}/content"}
+    return tuple(
+        f"{name}={shown_id(data[name])}" for name in ("poll_path", "content_path")
+        if name in data and data[name] != expected[name]
     )
+
+
+def _accepted_job(data: object) -> RemoteJob:
+    """The job of a 202. It is charged whatever the body says: an unusable id raises UnusableJobId."""
+    if not isinstance(data, dict):
+        raise OutcomeUnknown("the service accepted the request but its answer is not a JSON object")
+    job_id = safe_job_id(data.get("id"))
+    status = data.get("status")
+    # Accepted means pending (spec §3); a missing or odd status is the poller's to find out.
+    return RemoteJob(
+        id=job_id,
+        status=status if isinstance(status, str) and status in JOB_STATES else "pending",
+        ignored_paths=_ignored_paths(data, job_id),
+    )
+
+
+def _polled_job(data: object, job_id: str) -> RemoteJob:
+    if not isinstance(data, dict):
+        raise ProtocolError("the service's status response is not a JSON object")
+    if data.get("id") != job_id:
+        raise ProtocolError(f"the service answered about job {shown_id(data.get('id'))} when asked about {job_id}")
+    status = data.get("status")
+    if not isinstance(status, str) or status not in JOB_STATES:
+        raise ProtocolError(f"the service's status response has an unknown status {shown_id(status)}")
+    return RemoteJob(id=job_id, status=status, ignored_paths=_ignored_paths(data, job_id))
+
+
+def _yen(info: Mapping[str, Any], name: str, *, nullable: bool, round_up: bool) -> int | None:
+    """A money field of key info in whole yen; the error names the field, never its value."""
+    if name not in info:
+        raise UnreadableKeyInfo(f"the service's key info has no {name!r}")
+    value = info[name]
+    if value is None and nullable:
+        return None
+    # bool is an int to Python; "12" is not a number (a service that sends strings is not trusted to mean yen).
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UnreadableKeyInfo(f"the service's key info {name!r} is not a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UnreadableKeyInfo(f"the service's key info {name!r} is not a finite number")
+    if value < 0 or value > MAX_YEN:
+        raise UnreadableKeyInfo(f"the service's key info {name!r} is out of range")
+    # Fractional yen (LiteLLM reports floats): spend up, budget down, so `available` is never overstated.
+    return math.ceil(value) if round_up else math.floor(value)
+
+
+def _key_info(data: object) -> KeyInfo:
+    info = data.get("info") if isinstance(data, dict) else None
+    if not isinstance(info, dict):
+        raise UnreadableKeyInfo("the service's key info response has no 'info' object")
+    spend = _yen(info, "spend", nullable=False, round_up=True)
+    assert spend is not None
+    return KeyInfo(spend=spend, max_budget=_yen(info, "max_budget", nullable=True, round_up=False))
+
+
+def _origin(url: URL) -> tuple[str, str, int | None]:
+    return (url.scheme.lower(), (url.host or "").lower(), url.port)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    return exc.retry_after if isinstance(exc, RateLimited) else None
+
+
+def _write(out: IO[bytes], data: bytes) -> None:
+    # One seam for the tests: a full disk is hard to arrange for real.
+    out.write(data)
+
+
+async def _read_prefix(response: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
+    """Up to `limit` bytes of the body, and whether that was all of it. Never reads much past `limit`."""
+    if response.content_length is not None and response.content_length > limit:
+        return b"", False
+    body = bytearray()
+    async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
+        body += chunk
+        if len(body) > limit:
+            return bytes(body[:limit]), False
+    return bytes(body), True
+
+
+async def _read_json(response: aiohttp.ClientResponse, where: str) -> object:
+    body, complete = await _read_prefix(response, MAX_JSON_BYTES)
+    if not complete:
+        raise ProtocolError(f"the service's {where} response is larger than {MAX_JSON_BYTES} bytes")
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError(f"the service's {where} response is not JSON") from exc
 
 
 class VideoServiceClient:
@@ -143,15 +216,21 @@ class VideoServiceClient:
         api_key: str,
         *,
         timeout_seconds: float = 30.0,
-        create_retry: RetryPolicy = RetryPolicy(),
-        read_retry: RetryPolicy = RetryPolicy(attempts=3, total_seconds=30.0),
+        download_timeout_seconds: float = 600.0,
+        create_retry: RetryPolicy = CREATE_RETRY,
+        read_retry: RetryPolicy = READ_RETRY,
         pacer: Pacer | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._session = session
         self._base_url = base_url.rstrip("/")
+        self._origin = _origin(URL(self._base_url))
         self._api_key = api_key
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+        # A video may take minutes to arrive on a slow link, but never stalls for long.
+        self._download_timeout = aiohttp.ClientTimeout(
+            total=download_timeout_seconds, connect=timeout_seconds, sock_read=timeout_seconds
+        )
         self._create_retry = create_retry
         self._read_retry = read_retry
         self._pacer = pacer
@@ -167,40 +246,64 @@ class VideoServiceClient:
     # -- public calls -------------------------------------------------------------------------
 
     async def create(self, prompt: str, seed: int | None = None, model: VideoModel = DEFAULT_MODEL) -> RemoteJob:
-        """Submit one job. Raises InvalidRequest before sending anything when the input cannot succeed."""
+        """Submit one job. Raises InvalidRequest before sending anything when the input cannot succeed.
+
+        After a 202: UnusableJobId when the id cannot be used (accepted and charged: never poll it),
+        OutcomeUnknown when the answer cannot be read at all.
+        """
         body: dict[str, Any] = {"prompt": clean_prompt(prompt)}
         checked_seed = check_seed(seed, model)
         if checked_seed is not None:
             body["seed"] = checked_seed
-        return await self._with_retries(self._create_retry, lambda: self._create_once(model, body), "create")
+        return await self._retrying(self._create_retry, lambda: self._create_once(model, body), "create")
 
     async def get_job(self, job_id: str, *, retry: bool = True) -> RemoteJob:
+        path = job_path(job_id)
         policy = self._read_retry if retry else NO_RETRY
-        return await self._with_retries(policy, lambda: self._get_job_once(job_id), "status")
+        return await self._retrying(policy, lambda: self._get_job_once(path, job_id), "status")
 
-    async def download(self, job_id: str, destination: Path, *, content_path: str | None = None) -> int:
-        """Stream the finished MP4 to `destination` (via a temporary file); returns its size in bytes."""
-        path = content_path or f"{self._job_path(job_id)}/content"
-        return await self._with_retries(
-            self._read_retry, lambda: self._download_once(path, destination), "download"
-        )
+    async def download(self, job_id: str, destination: Path, *, max_bytes: int) -> int:
+        """One attempt (the caller owns retries) to fetch the finished MP4 into `destination`; returns its size.
+
+        Raises ServiceUnreachable (timeout, dropped connection, short body: worth another attempt),
+        RateLimited, ServerError, Rejected (404/410: maybe gone), DownloadTooLarge, NotAnMp4,
+        ProtocolError (bad redirect), InsufficientStorage. Nothing is left behind on failure.
+        """
+        url = self._url(f"{job_path(job_id)}/content").update_query(index="0")
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        async with _transport_faults("download"), self._follow(url) as response:
+            await self._raise_for_status(response)
+            if response.status != 200:
+                raise ProtocolError(f"the service answered a download with HTTP {response.status}")
+            announced = response.content_length
+            if announced is not None and announced > max_bytes:
+                raise DownloadTooLarge(announced, max_bytes, announced=True)
+            # A compressed body (sent though we asked for none) is longer than its Content-Length once inflated.
+            if response.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
+                announced = None
+            _check_free_space(destination.parent, max_bytes if announced is None else announced)
+            return await _save(response, destination, announced, max_bytes)
 
     async def key_info(self) -> KeyInfo:
-        return await self._with_retries(self._read_retry, self._key_info_once, "key info")
+        return await self._retrying(self._read_retry, self._key_info_once, "key info")
 
     # -- one attempt each ---------------------------------------------------------------------
 
     async def _create_once(self, model: VideoModel, body: dict[str, Any]) -> RemoteJob:
         try:
-            async with self._request("POST", model.create_path, json=body) as response:
+            async with self._request("POST", self._url(model.create_path), json=body) as response:
                 if response.status == 202:
                     try:
-                        return _remote_job(await response.json(content_type=None), "create")
-                    except (ProtocolError, ValueError) as exc:
+                        payload = await _read_json(response, "create")
+                    except ProtocolError as exc:
                         # Accepted and charged, but we cannot tell which job: never resend.
                         raise OutcomeUnknown(
                             "the service accepted the request but its answer could not be read"
                         ) from exc
+                    return _accepted_job(payload)
+                if 300 <= response.status < 400:
+                    # Only a 202 is charged (spec §4.1); a redirect is not followed, so nothing was bought.
+                    raise Rejected(response.status, "the service redirected the request; the bot does not follow")
                 await self._raise_for_status(response)
                 raise ProtocolError(f"the service answered a create with HTTP {response.status}")
         except aiohttp.ClientConnectorError as exc:
@@ -211,72 +314,73 @@ class VideoServiceClient:
                 "no answer from the video service after the request was sent; it may have been accepted"
             ) from exc
 
-    async def _get_job_once(self, job_id: str) -> RemoteJob:
-        async with _transport_faults("status"):
-            async with self._request("GET", self._job_path(job_id)) as response:
-                await self._raise_for_status(response)
-                try:
-                    payload = await response.json(content_type=None)
-                except ValueError as exc:
-                    raise ProtocolError("the service's status response is not JSON") from exc
-                return _remote_job(payload, "status")
-
-    async def _download_once(self, path: str, destination: Path) -> int:
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        partial = destination.with_name(destination.name + ".part")
-        size = 0
-        async with _transport_faults("download"):
-            async with self._request("GET", path, params={"index": "0"}) as response:
-                await self._raise_for_status(response)
-                try:
-                    with partial.open("wb") as out:
-                        async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
-                            out.write(chunk)
-                            size += len(chunk)
-                        out.flush()
-                        # Waiting for the disk takes milliseconds per MiB: keep it off the event loop.
-                        await asyncio.to_thread(os.fsync, out.fileno())
-                    if response.content_length is not None and size != response.content_length:
-                        raise ServiceUnreachable("the video download ended early")
-                    os.replace(partial, destination)
-                finally:
-                    partial.unlink(missing_ok=True)
-        return size
+    async def _get_job_once(self, path: str, job_id: str) -> RemoteJob:
+        async with _transport_faults("status"), self._request("GET", self._url(path)) as response:
+            self._refuse_redirect(response, "status")
+            await self._raise_for_status(response)
+            return _polled_job(await _read_json(response, "status"), job_id)
 
     async def _key_info_once(self) -> KeyInfo:
-        async with _transport_faults("key info"):
-            async with self._request("GET", "/key/info") as response:
-                await self._raise_for_status(response)
-                try:
-                    payload = await response.json(content_type=None)
-                except ValueError as exc:
-                    raise ProtocolError("the service's key info response is not JSON") from exc
-                info = payload.get("info") if isinstance(payload, dict) else None
-                if not isinstance(info, dict):
-                    raise ProtocolError("the service's key info response has no 'info' object")
-                spend = _yen(info, "spend", nullable=False)
-                assert spend is not None
-                return KeyInfo(spend=spend, max_budget=_yen(info, "max_budget", nullable=True))
+        async with _transport_faults("key info"), self._request("GET", self._url(KEY_INFO_PATH)) as response:
+            self._refuse_redirect(response, "key info")
+            await self._raise_for_status(response)
+            try:
+                payload = await _read_json(response, "key info")
+            except ProtocolError as exc:
+                raise UnreadableKeyInfo(str(exc)) from exc
+            return _key_info(payload)
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    def _job_path(self, job_id: str) -> str:
-        return f"/gateway/videos/jobs/{quote(job_id, safe='')}"
+    def _url(self, path: str) -> URL:
+        return URL(self._base_url + path)
+
+    async def _retrying(self, policy: RetryPolicy, call: Callable[[], Awaitable[_T]], what: str) -> _T:
+        return await retrying(
+            policy, call, retry_on=_RETRYABLE, what=what, retry_after=_retry_after, sleep=self._sleep
+        )
 
     @contextlib.asynccontextmanager
-    async def _request(self, method: str, path: str, **kwargs: Any) -> AsyncIterator[aiohttp.ClientResponse]:
-        if self._pacer is not None:
+    async def _request(self, method: str, url: URL, **kwargs: Any) -> AsyncIterator[aiohttp.ClientResponse]:
+        """One request, redirects not followed; the key goes only to the service's own origin."""
+        ours = _origin(url) == self._origin
+        if ours and self._pacer is not None:
             await self._pacer.wait()
-        log.debug("%s %s", method, path)
+        # Another host's URL may hold signed tokens in its path or query: log only its host.
+        shown = url.path if ours else f"{url.scheme}://{url.host} (redirected)"
+        log.debug("%s %s", method, shown)
+        kwargs.setdefault("timeout", self._timeout)
+        headers = dict(kwargs.pop("headers", {}))
+        if ours:
+            headers["Authorization"] = f"Bearer {self._api_key}"
         async with self._session.request(
             method,
-            self._base_url + path,
-            headers={"Authorization": f"Bearer {self._api_key}"},
-            timeout=self._timeout,
+            url,
+            headers=headers,
+            allow_redirects=False,
             **kwargs,
         ) as response:
-            log.debug("%s %s -> %d", method, path, response.status)
+            log.debug("%s %s -> %d", method, shown, response.status)
             yield response
+
+    @contextlib.asynccontextmanager
+    async def _follow(self, url: URL) -> AsyncIterator[aiohttp.ClientResponse]:
+        """GET `url`, following up to MAX_REDIRECTS redirects ourselves so the key never leaves our origin."""
+        for _hop in range(MAX_REDIRECTS + 1):
+            # An MP4 does not compress; asking for it plain keeps Content-Length the file's size.
+            async with self._request(
+                "GET", url, timeout=self._download_timeout, headers={"Accept-Encoding": "identity"}
+            ) as response:
+                if response.status not in _REDIRECT_STATUSES:
+                    yield response
+                    return
+                url = _redirect_target(response)
+        raise ProtocolError(f"the download was redirected more than {MAX_REDIRECTS} times")
+
+    @staticmethod
+    def _refuse_redirect(response: aiohttp.ClientResponse, what: str) -> None:
+        if 300 <= response.status < 400:
+            raise ProtocolError(f"the service redirected the {what} request (HTTP {response.status}); not followed")
 
     async def _raise_for_status(self, response: aiohttp.ClientResponse) -> None:
         status = response.status
@@ -290,14 +394,16 @@ class VideoServiceClient:
 
     @staticmethod
     async def _reason(response: aiohttp.ClientResponse) -> str:
+        fallback = response.reason or "no reason given"
         try:
-            text = await response.text()
-        except (aiohttp.ClientError, UnicodeDecodeError):
-            return response.reason or "no reason given"
+            body, complete = await _read_prefix(response, _MAX_REASON_BYTES)
+        except (TimeoutError, aiohttp.ClientError):
+            return fallback
+        text = body.decode("utf-8", errors="replace")
         try:
-            data = json.loads(text)
-        except ValueError:
-            return text.strip()[:_MAX_REASON_CHARS] or (response.reason or "no reason given")
+            data = json.loads(text) if complete else None
+        except (ValueError, RecursionError):
+            data = None
         # The spec shows no error body shape: take the common ones, else the raw text.
         if isinstance(data, dict):
             error = data.get("error", data)
@@ -308,28 +414,63 @@ class VideoServiceClient:
             detail = data.get("detail") or data.get("message")
             if isinstance(detail, str):
                 return detail[:_MAX_REASON_CHARS]
-        return text.strip()[:_MAX_REASON_CHARS]
+        return text.strip()[:_MAX_REASON_CHARS] or fallback
 
     def _redact(self, text: str) -> str:
         # Some gateways echo the key in error texts; it must not travel further.
         return text.replace(self._api_key, mask_key(self._api_key)) if self._api_key else text
 
-    async def _with_retries(self, policy: RetryPolicy, call: Callable[[], Awaitable[_T]], what: str) -> _T:
-        started = time.monotonic()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return await call()
-            except (RateLimited, ServerError, ServiceUnreachable) as exc:
-                retry_after = exc.retry_after if isinstance(exc, RateLimited) else None
-                delay = policy.delay(attempt, retry_after)
-                out_of_time = time.monotonic() - started + delay > policy.total_seconds
-                if attempt >= policy.attempts or out_of_time:
-                    raise
-                log.info("%s: %s; retrying in %.1f s (attempt %d of %d)", what, exc, delay, attempt + 1,
-                         policy.attempts)
-                await self._sleep(delay)
+
+def _redirect_target(response: aiohttp.ClientResponse) -> URL:
+    location = response.headers.get("Location")
+    if not location:
+        raise ProtocolError(f"the download was redirected (HTTP {response.status}) without a Location")
+    try:
+        target = response.url.join(URL(location))
+    except ValueError as exc:
+        raise ProtocolError("the download was redirected to an unreadable Location") from exc
+    if target.scheme not in ("http", "https") or not target.host:
+        raise ProtocolError(f"the download was redirected to a {shown_id(target.scheme)} URL; not followed")
+    return target
+
+
+def _check_free_space(directory: Path, expected: int) -> None:
+    free = shutil.disk_usage(directory).free
+    needed = expected + DISK_MARGIN_BYTES
+    if free < needed:
+        raise InsufficientStorage(
+            f"{free} bytes free in the video folder; a video of up to {expected} bytes needs {needed}",
+            needed=needed, free=free,
+        )
+
+
+async def _save(response: aiohttp.ClientResponse, destination: Path, announced: int | None, max_bytes: int) -> int:
+    """Stream the body to a temporary file beside `destination`, check it, then give it its name."""
+    fd, name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
+    partial = Path(name)
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
+                size += len(chunk)
+                if size > max_bytes:
+                    response.close()  # drop the connection: the rest is never read
+                    raise DownloadTooLarge(size, max_bytes, announced=False)
+                _write(out, chunk)
+            if announced is not None and size != announced:
+                raise ServiceUnreachable(f"the video download ended early ({size} of {announced} bytes)")
+            out.flush()
+            # Waiting for the disk takes milliseconds per MiB: keep it off the event loop.
+            await asyncio.to_thread(os.fsync, out.fileno())
+        await asyncio.to_thread(check_mp4, partial)
+        os.replace(partial, destination)
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise InsufficientStorage(f"the disk filled up while saving the video ({size} bytes written)") from exc
+        raise
+    finally:
+        partial.unlink(missing_ok=True)
+    return size
 
 
 @contextlib.asynccontextmanager

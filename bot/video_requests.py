@@ -169,7 +169,9 @@ class VideoRequests:
         if accepted.state == JobState.FAILED:
             log.error("request %s: the service returned job id %s again (%s); charged %d yen, not polled",
                       job.reference, remote.id, accepted.last_error, price)
-            raise SubmissionFailed(job.id, "charged_unusable", accepted.last_error or remote.id, service_job_id=remote.id)
+            raise SubmissionFailed(
+                job.id, "charged_unusable", accepted.last_error or remote.id, service_job_id=remote.id
+            )
         self._on_accepted(accepted)
         return accepted
 

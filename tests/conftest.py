@@ -4,8 +4,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bot.retry import RetryPolicy
 from bot.simulator import SimulatorConfig, VideoServiceSimulator
-from bot.video_client import RetryPolicy, VideoServiceClient
+from bot.video_client import VideoServiceClient
 
 SIM_KEY = "sk-sim-test-key-abcdef123456"
 
@@ -42,7 +43,7 @@ async def http_session() -> AsyncIterator[aiohttp.ClientSession]:
 
 @pytest.fixture
 def sim_client(simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession) -> VideoServiceClient:
-    fast = RetryPolicy(attempts=3, total_seconds=5, base_delay=0.05, max_delay=0.2)
+    fast = RetryPolicy(attempts=3, deadline=5, base_delay=0.05, max_delay=0.2)
     return VideoServiceClient(
         http_session, simulator.base_url, SIM_KEY, timeout_seconds=2, create_retry=fast, read_retry=fast
     )

@@ -30,7 +30,7 @@ def test_time_scale_compresses_durations_and_keeps_counts(tmp_path: Path) -> Non
     config = scale.worker_config(WorkerConfig(storage_dir=tmp_path, poll_interval=20.0, max_concurrency=8))
     assert config.poll_interval == 2.0
     assert config.idle_wake == 3.0
-    assert config.retry_delays[0] == 0.2
+    assert config.download_retry.base_delay == 0.5 and config.download_retry.attempts == 6
     assert (config.max_concurrency, config.jitter) == (8, 0.05)
     assert scale.rate(25) == 250
     assert scale.production(1.5) == 15

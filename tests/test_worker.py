@@ -12,10 +12,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bot.retry import RetryPolicy
 from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH, JOBS_PREFIX
 from bot.store import Job, JobState, JobStore
-from bot.video_client import RetryPolicy
 from bot.worker import Deliverer, JobWorker, Undeliverable, WorkerConfig
 from tests.conftest import SIM_KEY, SimulatorFactory
 from tests.worker_helpers import (
@@ -35,7 +35,7 @@ INTERVAL = 0.1
 # Float rounding between the wall clock that schedules polls and the monotonic clock that times them.
 TOLERANCE = 0.002
 SAMPLE = DEFAULT_VIDEO_PATH.read_bytes()
-FAST = RetryPolicy(attempts=3, total_seconds=5, base_delay=0.02, max_delay=0.05)
+FAST = RetryPolicy(attempts=3, deadline=5, base_delay=0.02, max_delay=0.05)
 
 
 
@@ -94,7 +94,9 @@ async def make_worker(storage_dir: Path) -> AsyncIterator[WorkerFactory]:
         options: dict[str, Any] = {
             "storage_dir": storage_dir,
             "poll_interval": INTERVAL,
-            "retry_delays": (0.05,),
+            "download_retry": FAST_STEPS,
+            "upload_retry": FAST_STEPS,
+            "notice_retry": FAST_STEPS,
             "idle_wake": 0.5,
             **config,
         }
@@ -105,6 +107,10 @@ async def make_worker(storage_dir: Path) -> AsyncIterator[WorkerFactory]:
     yield make
     for worker in workers:
         await worker.stop()
+
+
+#: Step retries compressed for tests: the counts stay those of a policy, the waits are short.
+FAST_STEPS = RetryPolicy(attempts=5, deadline=5.0, base_delay=0.05, max_delay=0.05, jitter=0.0)
 
 
 def spacings(starts: list[float]) -> list[float]:
@@ -336,13 +342,22 @@ async def test_a_video_the_service_no_longer_gives_ends_failed_with_its_id(
     deliverer = RecordingDeliverer()
     job = await submit(store, client)
     sim.inject("download", 404, times=10)
-    worker = make_worker(store, client, deliverer, download_refusals_before_failing=3)
+    three = RetryPolicy(attempts=3, deadline=5.0, base_delay=0.01, max_delay=0.01)
+    worker = make_worker(store, client, deliverer, download_retry=three)
     worker.start()
 
-    [failed] = await wait_for_states(store, [job.id], [S.FAILED])
-    assert sim.download_requests == 3  # a 404 is final for the client: one request per worker attempt
-    assert "no longer gives the video" in (failed.last_error or "")
+    await wait_for_states(store, [job.id], [S.FAILED])
+
+    async def told() -> bool:
+        return (await store.get(job.id)).told_at is not None
+
+    await wait_until(told)
+    failed = await store.get(job.id)
+    assert sim.download_requests == 3  # one request per attempt, and no more than the policy's attempts
+    assert failed.step_attempts == 3
+    assert "could not be downloaded" in (failed.last_error or "") and "404" in (failed.last_error or "")
     assert [a.event for a in deliverer.announcements] == ["failed"]
+    assert failed.told_at is not None
     assert deliverer.deliveries == [] and sim.creates_received == 1
 
 
@@ -476,6 +491,11 @@ async def test_a_stall_inside_the_token_lifetime_is_shown(
     worker.start()
 
     await wait_for_states(store, [job.id], [S.STALLED])
+
+    async def shown() -> bool:
+        return S.STALLED in deliverer.progress_states(job.id)
+
+    await wait_until(shown)
     assert deliverer.events_for(job.id) == ["slow", "stalled"]
     assert deliverer.progress_states(job.id)[-1] == S.STALLED
 
@@ -531,15 +551,15 @@ async def test_restart_resumes_without_a_second_create(
     before = await JobStore.open(db_path)
     job = await before.add_submission(new_job())
     remote = await client.create(job.prompt, job.seed)
+    job = await before.transition(job.id, JobState.SUBMITTING)
     if state != "submitting":
-        await before.transition(job.id, JobState.SUBMITTING)
         job = await before.mark_accepted(job.id, remote.id, PRICE_YEN, next_poll_at=time.time())
     if state in ("completed", "downloaded"):
         await _completed_at_service(sim, job)
         job = await before.transition(job.id, S.COMPLETED, finished_at=time.time())
     if state == "downloaded":
         destination = storage_dir / f"{job.id}.mp4"
-        await client.download(remote.id, destination)
+        await client.download(remote.id, destination, max_bytes=100 * 1024 * 1024)
         job = await before.transition(job.id, S.DOWNLOADED, file_path=str(destination))
     await before.close()
     creates, downloads = sim.creates_received, sim.download_requests
@@ -550,13 +570,17 @@ async def test_restart_resumes_without_a_second_create(
     deliverer = RecordingDeliverer()
     worker = make_worker(after, client, deliverer)
     try:
-        recovered = await after.recover_interrupted_submissions()
+        recovered = await after.recover_after_restart()
         worker.start()
         if state == "submitting":
             assert [j.id for j in recovered] == [job.id]
             await asyncio.sleep(INTERVAL * 5)
-            assert (await after.get(job.id)).state == S.UNKNOWN
+            unknown = await after.get(job.id)
+            assert unknown.state == S.UNKNOWN
             assert deliverer.delivery_attempts == [] and client.status_calls == []
+            # Its requester is told, through the interaction while it lives, once.
+            assert [(a.event, a.via_interaction) for a in deliverer.announcements] == [("unknown", True)]
+            assert unknown.told_at is not None
         else:
             assert recovered == []
             [done] = await wait_for_states(after, [job.id], [S.DELIVERED])

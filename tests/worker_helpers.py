@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import transcode
+from bot.notices import Notice
 from bot.store import Job, JobState, JobStore, NewJob
 from bot.video_client import RemoteJob, VideoServiceClient
 from bot.worker import Delivery
@@ -40,6 +41,7 @@ class Announcement:
     state: JobState
     service_job_id: str | None
     at: float
+    via_interaction: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,10 @@ class RecordingDeliverer:
         self._next_message_id += 1
         return Delivery(channel_id=job.channel_id, message_id=message_id)
 
-    async def announce(self, job: Job, event: str) -> None:
-        self.announcements.append(Announcement(job.id, event, job.state, job.service_job_id, self._clock()))
+    async def announce(self, job: Job, event: Notice, *, via_interaction: bool = False) -> None:
+        self.announcements.append(
+            Announcement(job.id, event, job.state, job.service_job_id, self._clock(), via_interaction)
+        )
 
     async def show_progress(self, job: Job) -> None:
         self.progress.append(ProgressEdit(job.id, job.state, self._clock()))
@@ -198,6 +202,7 @@ async def submit(store: JobStore, client: VideoServiceClient, new: NewJob | None
     The first poll is due at once, so short test jobs do not wait a whole interval for it.
     """
     job = await store.add_submission(new or new_job())
+    job = await store.transition(job.id, JobState.SUBMITTING)
     remote = await client.create(job.prompt, job.seed)
     return await store.mark_accepted(job.id, remote.id, PRICE_YEN, next_poll_at=time.time())
 

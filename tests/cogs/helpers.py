@@ -23,11 +23,12 @@ from discord import app_commands
 
 from bot.app import build_client, open_services
 from bot.delivery import DiscordDelivery
+from bot.retry import RetryPolicy
 from bot.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
 from bot.store import Job, JobState, JobStore, NewJob
 from bot.video_bot import VideoBot
-from bot.video_client import RetryPolicy, VideoServiceClient
+from bot.video_client import VideoServiceClient
 from bot.video_requests import VideoRequests
 
 GUILD_ID = 700_000_000_000_000_001
@@ -38,7 +39,7 @@ OTHER_MEMBER_ID = 720_000_000_000_000_002
 
 #: Discord drops an interaction that is not acknowledged within 3 s.
 ACK_DEADLINE_SECONDS = 3.0
-FAST_RETRY = RetryPolicy(attempts=3, total_seconds=5, base_delay=0.05, max_delay=0.2)
+FAST_RETRY = RetryPolicy(attempts=3, deadline=5, base_delay=0.05, max_delay=0.2)
 
 _ids = itertools.count(800_000_000_000_000_001)
 _ACKNOWLEDGEMENTS = ("defer", "send_message")

@@ -1,0 +1,138 @@
+"""The one retry policy: bounded in attempts and time, jittered, honouring Retry-After within the deadline."""
+
+import math
+
+import pytest
+
+from bot.retry import CREATE_RETRY, READ_RETRY, RetryPolicy, retrying
+
+
+class Flaky(Exception):
+    def __init__(self, retry_after: float | None = None) -> None:
+        self.retry_after = retry_after
+
+
+class FakeTime:
+    """A clock that moves only when slept on (or when a call says it took time)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def failing(time: FakeTime, *, takes: float = 0.0, retry_after: float | None = None):  # type: ignore[no-untyped-def]
+    starts: list[float] = []
+
+    async def call() -> None:
+        starts.append(time.now)
+        time.now += takes
+        raise Flaky(retry_after)
+
+    return call, starts
+
+
+async def run(policy: RetryPolicy, call, time: FakeTime) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(Flaky):
+        await retrying(
+            policy, call, retry_on=(Flaky,), what="test",
+            retry_after=lambda exc: exc.retry_after if isinstance(exc, Flaky) else None,
+            sleep=time.sleep, clock=time.clock,
+        )
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [
+        {"attempts": 0, "deadline": 10}, {"attempts": 3, "deadline": 0}, {"attempts": 3, "deadline": -1},
+        {"attempts": 3, "deadline": math.inf}, {"attempts": 3, "deadline": math.nan},
+        {"attempts": math.inf, "deadline": 10}, {"attempts": 3.5, "deadline": 10},
+        {"attempts": 3, "deadline": 10, "base_delay": 2, "max_delay": 1},
+        {"attempts": 3, "deadline": 10, "jitter": 1.0},
+    ],
+)
+def test_a_policy_that_never_gives_up_or_never_tries_is_refused(bounds: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        RetryPolicy(**bounds)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("attempts", [1, 2, 5])
+async def test_retrying_gives_up_after_exactly_the_attempts(attempts: int) -> None:
+    time = FakeTime()
+    call, starts = failing(time)
+    await run(RetryPolicy(attempts=attempts, deadline=1000, base_delay=1, max_delay=4), call, time)
+    assert len(starts) == attempts
+    assert len(time.sleeps) == attempts - 1
+
+
+async def test_retrying_never_starts_an_attempt_past_the_deadline() -> None:
+    time = FakeTime()
+    call, starts = failing(time, takes=0.7)
+    policy = RetryPolicy(attempts=1000, deadline=10, base_delay=1, max_delay=3)
+    await run(policy, call, time)
+    assert 1 < len(starts) < 1000
+    assert max(starts) <= policy.deadline
+
+
+async def test_retrying_stops_at_the_first_success() -> None:
+    time = FakeTime()
+    answers = [Flaky(), Flaky(), "done"]
+
+    async def call() -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, Flaky):
+            raise answer
+        return answer
+
+    result = await retrying(RetryPolicy(attempts=5, deadline=100), call, retry_on=(Flaky,), what="test",
+                            sleep=time.sleep, clock=time.clock)
+    assert result == "done" and len(time.sleeps) == 2
+
+
+async def test_other_errors_are_not_retried() -> None:
+    time = FakeTime()
+    calls = 0
+
+    async def call() -> None:
+        nonlocal calls
+        calls += 1
+        raise KeyError("not retryable")
+
+    with pytest.raises(KeyError):
+        await retrying(RetryPolicy(attempts=5, deadline=100), call, retry_on=(Flaky,), what="test",
+                       sleep=time.sleep, clock=time.clock)
+    assert calls == 1 and time.sleeps == []
+
+
+async def test_retry_after_is_honoured() -> None:
+    time = FakeTime()
+    call, _starts = failing(time, retry_after=7)
+    await run(RetryPolicy(attempts=2, deadline=60, base_delay=1, max_delay=2), call, time)
+    assert time.sleeps == [7.0]
+
+
+async def test_retry_after_is_capped_by_the_deadline() -> None:
+    time = FakeTime()
+    call, starts = failing(time, retry_after=3600)
+    policy = RetryPolicy(attempts=5, deadline=60, base_delay=1, max_delay=2)
+    await run(policy, call, time)
+    assert time.sleeps and max(time.sleeps) <= policy.deadline
+    assert max(starts) <= policy.deadline
+
+
+def test_backoff_grows_is_capped_and_jittered_within_bounds() -> None:
+    policy = RetryPolicy(attempts=10, deadline=1000, base_delay=1, max_delay=8, jitter=0.25)
+    for attempt, nominal in [(1, 1), (2, 2), (3, 4), (4, 8), (9, 8)]:
+        for _ in range(50):
+            assert nominal * 0.75 <= policy.delay(attempt) <= nominal * 1.25
+
+
+def test_the_bots_policies_are_bounded() -> None:
+    assert (CREATE_RETRY.attempts, CREATE_RETRY.deadline) == (4, 60)
+    assert (READ_RETRY.attempts, READ_RETRY.deadline) == (3, 30)
