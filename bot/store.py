@@ -185,7 +185,7 @@ _MIGRATION_NAME = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
 def load_migrations(source: Traversable | None = None) -> tuple[Migration, ...]:
     """The `NNNN_name.sql` files of `source` (the shipped `bot/migrations` by default), in order.
 
-    Raises ValueError unless they are numbered 1, 2, … without a gap or a duplicate.
+    Raises ValueError unless there are some, numbered 1, 2, … without a gap or a duplicate.
     """
     folder = source if source is not None else resources.files("bot.migrations")
     found: list[Migration] = []
@@ -198,6 +198,8 @@ def load_migrations(source: Traversable | None = None) -> tuple[Migration, ...]:
         found.append(Migration(int(match[1]), entry.name, entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
     numbers = [m.version for m in found]
+    if not numbers:
+        raise ValueError("no migrations found: was the package installed without its .sql files?")
     if numbers != list(range(1, len(found) + 1)):
         raise ValueError(f"migrations must be numbered from 1 without gaps or duplicates, found {numbers}")
     return tuple(found)

@@ -108,6 +108,7 @@ def test_the_shipped_migrations_are_numbered_from_one() -> None:
         (["0002_b.sql"], "without gaps"),
         (["0001_a.sql", "0001_again.sql"], "without gaps"),
         (["0001_a.sql", "2_b.sql"], "is not named NNNN_name.sql"),
+        ([], "no migrations found"),
     ],
 )
 def test_migration_files_must_be_contiguous_and_well_named(tmp_path: Path, names: list[str], problem: str) -> None:
