@@ -84,6 +84,10 @@ def describe_connection_error(error: BaseException) -> str:
         if isinstance(current, aiohttp.ServerDisconnectedError):
             return "the server closed the connection"
         current = current.__cause__ or current.__context__
+    if isinstance(error, discord.HTTPException):
+        return f"HTTP {error.status}"
+    if isinstance(error, discord.GatewayNotFound):
+        return "no gateway address"
     if isinstance(error, OSError) and error.strerror:
         return error.strerror
     return type(error).__name__

@@ -1,6 +1,7 @@
 """`python -m bot` as an operator meets it: settings errors, `--version`, `check`, and a start without Discord."""
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -336,3 +337,13 @@ async def test_a_refused_token_exits_1_at_once(command: str, token_refusing_disc
     assert code == 1
     assert "Discord refused DISCORD_TOKEN" in err and "retrying" not in err and "Traceback" not in out + err
     assert "PyNaCl" not in err and "davey" not in err  # `sync` creates the bot before logging in
+
+
+async def test_log_format_json_makes_every_log_line_a_json_object(token_refusing_discord: str, tmp_path: Path) -> None:
+    env = {"DISCORD_TOKEN": "revoked-token", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": SIM_KEY,
+           "DATABASE_PATH": str(tmp_path / "bot.sqlite3"), "LOG_FORMAT": "json"}
+    code, _out, err = await run_bot(["run"], env, tmp_path, discord=discord_at(token_refusing_discord))
+    assert code == 1
+    entries = [json.loads(line) for line in err.splitlines()]
+    assert {"level": "ERROR", "logger": "bot"}.items() <= entries[-1].items()
+    assert entries[-1]["message"].startswith("Discord refused DISCORD_TOKEN")
