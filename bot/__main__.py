@@ -1,102 +1,422 @@
-"""`python -m bot [run|sync|check]`: start the bot, force a command sync, or check the set-up."""
+"""`python -m bot [run|sync|check|backup PATH]`: start the bot, force a command sync, check the set-up, back up."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
+import shutil
 import signal
+import socket
+import sqlite3
+import ssl
 import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TypeVar
 
 import aiohttp
 import discord
+import discord.http
 
-from bot.errors import VideoServiceError
+from bot.app import build_client
+from bot.errors import ProtocolError, RateLimited, Rejected, ServerError, VideoServiceError
 from bot.i18n import EN, yen
+from bot.logs import setup_logging
 from bot.models import DEFAULT_MODEL
+from bot.retry import NO_RETRY, RetryPolicy
 from bot.settings import Settings, SettingsError, load_settings
+from bot.store import SCHEMA_VERSION, DatabaseTooNew, JobStore
 from bot.video_bot import VideoBot
-from bot.video_client import VideoServiceClient, mask_key
+from bot.video_client import mask_key
 
 log = logging.getLogger("bot")
 
+_T = TypeVar("_T")
+
+#: Waits between attempts to reach Discord at start. Network failures are retried for ever (only
+#: `delay` is used): a bot that is down should come back by itself when the network does.
+# Bounded like every retry: a day of trying (a minute apart at most), then exit 1 for the supervisor.
+DISCORD_START_RETRY = RetryPolicy(attempts=2_000, deadline=24 * 3600, base_delay=1.0, max_delay=60.0)
+#: Failures that mean "Discord cannot be reached now", as opposed to a bad token or a bug.
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (
+    aiohttp.ClientError,
+    ConnectionError,
+    socket.gaierror,
+    TimeoutError,
+    discord.GatewayNotFound,
+    discord.DiscordServerError,
+)
+#: Below this, `check` fails the video directory: a video is a few MB, the database grows too.
+MIN_FREE_BYTES = 200 * 1024 * 1024
+_TOKEN_REFUSED = "Discord refused DISCORD_TOKEN"
+
+
+def version() -> str:
+    try:
+        return metadata.version("video-request-bot")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def describe_connection_error(error: BaseException) -> str:
+    """Why a connection failed, in the operator's words; looks through the chain of causes."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (aiohttp.ClientSSLError, ssl.SSLError)):
+            return "TLS failed"
+        if isinstance(current, socket.gaierror):
+            return "the name did not resolve in DNS"
+        if isinstance(current, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(current, TimeoutError):  # asyncio's and aiohttp's timeouts included
+            return "timed out"
+        if isinstance(current, aiohttp.ClientConnectorError):
+            current = current.os_error  # the socket's own error says which
+            continue
+        if isinstance(current, aiohttp.ServerDisconnectedError):
+            return "the server closed the connection"
+        current = current.__cause__ or current.__context__
+    if isinstance(error, discord.HTTPException):
+        return f"HTTP {error.status}"
+    if isinstance(error, discord.GatewayNotFound):
+        return "no gateway address"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return type(error).__name__
+
+
+async def discord_login(token: str, seconds: float) -> str:
+    """Log in over HTTP only (GET /users/@me) and close: a read-only proof that the token works.
+
+    Returns the bot's user name; raises discord.LoginFailure for a refused token.
+    """
+    http = discord.http.HTTPClient(asyncio.get_running_loop())
+    try:
+        async with asyncio.timeout(seconds):
+            user = await http.static_login(token.strip())
+    finally:
+        await http.close()
+    return user["username"]
+
+
+async def until_stopped(work: Coroutine[Any, Any, _T], stopping: asyncio.Event) -> tuple[bool, _T | None]:
+    """Run `work` unless `stopping` is set first (then cancel it): (finished, result)."""
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if task.done():
+        return True, task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False, None
+
+
+async def open_database(settings: Settings) -> int:
+    """Open (and migrate) the database before anything touches the network; returns its schema version."""
+    store = await JobStore.open(settings.database_path)
+    try:
+        return await store.schema_version()
+    finally:
+        await store.close()
+
 
 async def run(settings: Settings) -> int:
-    bot = VideoBot(settings)
+    await open_database(settings)  # a database from a newer bot stops us here, not after logging in
+    stopping = asyncio.Event()
+    bots: list[VideoBot] = []  # the bot of the current attempt
     closing: set[asyncio.Task[None]] = set()
 
     def stop(signame: str) -> None:
         # `docker stop` sends SIGTERM: close cleanly, in order, instead of dying mid-write.
         log.info("%s received; shutting down", signame)
-        task = asyncio.create_task(bot.close())
-        closing.add(task)
-        task.add_done_callback(closing.discard)
+        stopping.set()
+        for bot in bots:
+            task = asyncio.create_task(bot.close())
+            closing.add(task)
+            task.add_done_callback(closing.discard)
 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop, sig.name)
-    async with bot:
+    attempt = 0
+    started = time.monotonic()
+    while not stopping.is_set():
         try:
-            await bot.start(settings.discord_token)
+            # HTTP login first: one clear line while Discord is unreachable, and no bot to tear down.
+            finished, _ = await until_stopped(discord_login(settings.discord_token, settings.http_timeout_seconds),
+                                              stopping)
+            if not finished or stopping.is_set():
+                break
+            # commands.Bot cannot start again after close(): a fresh one for every attempt.
+            bot = VideoBot(settings)
+            bots[:] = [bot]
+            async with bot:
+                await bot.start(settings.discord_token)
+            break  # start() returns once the bot was closed
         except discord.LoginFailure:
-            log.error("Discord refused DISCORD_TOKEN: check it in the developer portal")
+            log.error("%s: check it in the developer portal", _TOKEN_REFUSED)
             return 1
+        except NETWORK_ERRORS as exc:
+            if stopping.is_set():
+                break
+            attempt += 1
+            delay = DISCORD_START_RETRY.delay(attempt)
+            if not DISCORD_START_RETRY.allows(attempt, time.monotonic() - started, delay):
+                log.error("cannot reach Discord (%s); gave up after %d attempts", describe_connection_error(exc),
+                          attempt)
+                return 1
+            log.warning("cannot reach Discord (%s); retrying in %.0f s", describe_connection_error(exc), delay)
+            await until_stopped(asyncio.sleep(delay), stopping)
+        except Exception:
+            if stopping.is_set():
+                log.debug("start interrupted by shutdown", exc_info=True)  # close() cut it short
+                break
+            raise
     await asyncio.gather(*closing)
     return 0
 
 
 async def sync(settings: Settings) -> int:
+    await open_database(settings)
     bot = VideoBot(settings, force_sync=True)
     async with bot:
         try:
             await bot.login(settings.discord_token)  # setup_hook runs here and syncs
         except discord.LoginFailure:
-            log.error("Discord refused DISCORD_TOKEN: check it in the developer portal")
+            log.error("%s: check it in the developer portal", _TOKEN_REFUSED)
+            return 1
+        except NETWORK_ERRORS as exc:
+            log.error("cannot reach Discord (%s)", describe_connection_error(exc))
             return 1
     return 0
 
 
-async def check(settings: Settings) -> int:
-    """Validate the settings and reach the video service; never connects to Discord."""
-    print(f"settings: OK (service {settings.video_api_base_url}, database {settings.database_path})")
+# -- check ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    ok: bool
+    detail: str
+    #: The exit status this failure asks for: 2 when the bot must not run at all with this data.
+    failure_code: int = 1
+
+    def line(self) -> str:
+        return f"{self.name}: OK ({self.detail})" if self.ok else f"{self.name}: FAILED: {self.detail}"
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def directory_problem(directory: Path) -> str | None:
+    """Why the bot could not create files in `directory` (made if missing), or None."""
+    existing = _nearest_existing(directory)
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    try:
+        # Really write: permission bits, read-only mounts and quotas all show up here.
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        return f"{existing} is not writable ({exc.strerror or exc})"
+    return None
+
+
+def check_database(path: Path) -> CheckResult:
+    name = "database"
+    problem = directory_problem(path.parent)
+    if problem is not None:
+        return CheckResult(name, False, f"cannot write the database's directory: {problem}")
+    if not path.exists():
+        return CheckResult(name, True, f"schema {SCHEMA_VERSION} will be created at {path}")
+    try:
+        # Read-only: a check never migrates, and the running bot may hold the file open.
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            found = int(db.execute("PRAGMA user_version").fetchone()[0])
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        return CheckResult(name, False, f"cannot open {path}: {exc}")
+    if found > SCHEMA_VERSION:
+        return CheckResult(name, False, str(DatabaseTooNew(found, SCHEMA_VERSION)), failure_code=2)
+    if found < SCHEMA_VERSION:
+        return CheckResult(name, True, f"schema {found}; the next start upgrades it to {SCHEMA_VERSION}")
+    return CheckResult(name, True, f"schema {found}")
+
+
+def check_videos(directory: Path) -> CheckResult:
+    name = "videos"
+    problem = directory_problem(directory)
+    if problem is not None:
+        return CheckResult(name, False, f"cannot write VIDEO_STORAGE_DIR: {problem}")
+    free = shutil.disk_usage(_nearest_existing(directory)).free
+    free_text = f"{free / 1024**3:.1f} GiB free"
+    if free < MIN_FREE_BYTES:
+        return CheckResult(name, False, f"{directory}: only {free // 1024**2} MiB free")
+    created = "" if directory.exists() else ", will be created"
+    return CheckResult(name, True, f"{directory}, {free_text}{created}")
+
+
+async def check_video_service(settings: Settings) -> CheckResult:
+    name = "video service"
     async with aiohttp.ClientSession() as session:
-        client = VideoServiceClient(
-            session, settings.video_api_base_url, settings.video_api_key,
-            timeout_seconds=settings.http_timeout_seconds,
-        )
+        client = build_client(settings, session, paced=False, read_retry=NO_RETRY)
         try:
             info = await client.key_info()
+        except Rejected as exc:
+            if exc.status in (401, 403):
+                return CheckResult(name, False, f"the key was refused (HTTP {exc.status}): {exc.reason}")
+            return CheckResult(name, False, f"the service answered HTTP {exc.status}: {exc.reason}")
+        except (RateLimited, ServerError, ProtocolError) as exc:
+            return CheckResult(name, False, str(exc))
         except VideoServiceError as exc:
-            print(f"check failed: cannot read the key's balance: {exc}", file=sys.stderr)
-            return 1
+            return CheckResult(name, False, f"cannot reach {settings.video_api_base_url}: "
+                                            f"{describe_connection_error(exc)}")
     price = DEFAULT_MODEL.price_yen
-    print(f"key: {mask_key(settings.video_api_key)}")
+    key = f"key {mask_key(settings.video_api_key)}"
     if info.max_budget is None or info.available is None:
-        print(f"balance: spent {yen(info.spend, EN)}, no budget limit")
-    else:
-        print(f"balance: spent {yen(info.spend, EN)} of {yen(info.max_budget, EN)}; available "
-              f"{yen(info.available, EN)} ({max(0, info.available) // price} videos at {yen(price, EN)})")
-        if info.available < price:
-            print("check failed: the budget cannot pay for one more video", file=sys.stderr)
-            return 1
+        return CheckResult(name, True, f"{key}; spent {yen(info.spend, EN)}, no budget limit")
+    balance = (f"spent {yen(info.spend, EN)} of {yen(info.max_budget, EN)}; available {yen(info.available, EN)} "
+               f"({max(0, info.available) // price} videos at {yen(price, EN)})")
+    if info.available < price:
+        return CheckResult(name, False, f"{key}; {balance}: the budget cannot pay for one more video")
+    return CheckResult(name, True, f"{key}; {balance}")
+
+
+async def check_discord(settings: Settings) -> CheckResult:
+    name = "discord"
+    try:
+        user = await discord_login(settings.discord_token, settings.http_timeout_seconds)
+    except discord.LoginFailure:
+        return CheckResult(name, False, f"{_TOKEN_REFUSED} (HTTP 401)")
+    except discord.HTTPException as exc:
+        return CheckResult(name, False, f"Discord answered HTTP {exc.status}")
+    except NETWORK_ERRORS as exc:
+        return CheckResult(name, False, f"cannot reach Discord: {describe_connection_error(exc)}")
+    return CheckResult(name, True, f"logged in as {user}")
+
+
+async def check(settings: Settings) -> int:
+    """One line per check; exit 1 if any failed (2 if the database is from a newer bot)."""
+    print(f"settings: OK (service {settings.video_api_base_url}, database {settings.database_path})", flush=True)
+    steps: list[Callable[[], Awaitable[CheckResult]]] = [
+        lambda: asyncio.to_thread(check_database, settings.database_path),
+        lambda: asyncio.to_thread(check_videos, settings.video_storage_dir),
+        lambda: check_video_service(settings),
+        lambda: check_discord(settings),
+    ]
+    failures: list[CheckResult] = []
+    for step in steps:
+        result = await step()
+        print(result.line(), flush=True)
+        if not result.ok:
+            failures.append(result)
+    if failures:
+        print(f"check failed: {', '.join(f.name for f in failures)}", file=sys.stderr)
+        return max(f.failure_code for f in failures)
     print("check: OK")
     return 0
 
 
+# -- backup --------------------------------------------------------------------------------------
+
+
+class BackupError(Exception):
+    pass
+
+
+def backup_database(source: Path, destination: Path) -> tuple[Path, int]:
+    """Copy `source` with SQLite's online backup API (safe while the bot writes); returns (path, schema).
+
+    `destination` may be a directory (a dated name is chosen in it). The copy is written under a
+    temporary name in the same directory and renamed, so a half-written backup never has the final name.
+    """
+    if not source.is_file():
+        raise BackupError(f"no database at {source}")
+    if destination.is_dir():
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        destination = destination / f"{source.stem}-{stamp}{source.suffix}"
+    if destination.resolve() == source.resolve():
+        raise BackupError("the backup must not overwrite the database itself")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".partial")
+    os.close(fd)
+    partial = Path(name)
+    try:
+        with contextlib.closing(sqlite3.connect(source, timeout=30)) as live, \
+                contextlib.closing(sqlite3.connect(partial)) as copy:
+            # All pages in one step: one consistent snapshot; WAL lets the bot keep writing meanwhile.
+            live.backup(copy)
+            # A backup is one self-contained file: no -wal or -shm appear beside it when it is opened.
+            copy.execute("PRAGMA journal_mode=DELETE")
+            schema = int(copy.execute("PRAGMA user_version").fetchone()[0])
+            verdict = copy.execute("PRAGMA quick_check").fetchone()[0]
+            if verdict != "ok":
+                raise BackupError(f"the copy failed SQLite's quick_check: {verdict}")
+        with partial.open("rb") as written:
+            os.fsync(written.fileno())
+        os.replace(partial, destination)
+    finally:
+        partial.unlink(missing_ok=True)
+    return destination, schema
+
+
+async def backup(settings: Settings, destination: Path) -> int:
+    try:
+        path, schema = await asyncio.to_thread(backup_database, settings.database_path, destination)
+    except (BackupError, sqlite3.Error, OSError) as exc:
+        print(f"backup failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"backup: {path} (schema {schema})")
+    return 0
+
+
+# -- entry point ---------------------------------------------------------------------------------
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__)
-    parser.add_argument("command", nargs="?", default="run", choices=("run", "sync", "check"),
-                        help="run the bot (default), force a slash-command sync, or check the set-up")
+    parser.add_argument("--version", action="version", version=f"video-request-bot {version()}")
+    commands = parser.add_subparsers(dest="command", metavar="command")
+    commands.add_parser("run", help="run the bot (the default)")
+    commands.add_parser("sync", help="force a slash-command sync")
+    commands.add_parser("check", help="check the settings, the database, the disk, the video service and Discord")
+    backup_parser = commands.add_parser("backup", help="copy the database while the bot may be running")
+    backup_parser.add_argument("path", type=Path, help="the backup file, or a directory to put a dated one in")
     args = parser.parse_args(argv)
-    discord.utils.setup_logging(level=logging.INFO)
+    setup_logging(logging.INFO)  # until the settings say otherwise
     try:
         settings = load_settings()
     except SettingsError as exc:
         print(f"python -m bot: {exc}", file=sys.stderr)
         return 2
-    logging.getLogger().setLevel(settings.log_level)
-    commands = {"run": run, "sync": sync, "check": check}
-    return asyncio.run(commands[args.command](settings))
+    setup_logging(settings.log_level, settings.log_format, secrets=(settings.video_api_key, settings.discord_token))
+    command = args.command or "run"
+    try:
+        if command == "backup":
+            return asyncio.run(backup(settings, args.path))
+        runners = {"run": run, "sync": sync, "check": check}
+        return asyncio.run(runners[command](settings))
+    except DatabaseTooNew as exc:
+        print(f"python -m bot: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ _T = TypeVar("_T")
 RECOMMENDED_MIN_POLL_SECONDS = 15.0
 
 _LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+_LOG_FORMATS = ("text", "json")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -44,6 +45,7 @@ class Settings:
     http_timeout_seconds: float = 30.0
     discord_guild_id: int | None = None
     log_level: str = "INFO"
+    log_format: str = "text"
     keep_delivered_videos: bool = False
     max_concurrent_polls: int = 8
     max_requests_per_second: float = 20.0
@@ -129,6 +131,13 @@ def _log_level(text: str) -> str:
     return upper
 
 
+def _log_format(text: str) -> str:
+    lowered = text.lower()
+    if lowered not in _LOG_FORMATS:
+        raise ValueError(text)
+    return lowered
+
+
 def _id_set(text: str) -> frozenset[int]:
     return frozenset(_positive_int(part.strip()) for part in text.split(",") if part.strip())
 
@@ -163,6 +172,7 @@ def read_settings(env: Mapping[str, str]) -> Settings:
         http_timeout_seconds=r.parsed("HTTP_TIMEOUT_SECONDS", 30.0, _positive_float, "a number of seconds above 0"),
         discord_guild_id=r.parsed("DISCORD_GUILD_ID", None, _positive_int, "a server (guild) id: digits only"),
         log_level=r.parsed("LOG_LEVEL", "INFO", _log_level, "one of " + ", ".join(_LOG_LEVELS)),
+        log_format=r.parsed("LOG_FORMAT", "text", _log_format, "text or json"),
         keep_delivered_videos=r.parsed("KEEP_DELIVERED_VIDEOS", False, _bool, "true or false"),
         max_concurrent_polls=r.parsed("MAX_CONCURRENT_POLLS", 8, _positive_int, "a whole number above 0"),
         max_requests_per_second=r.parsed(

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -156,53 +159,52 @@ class Admission:
     price_yen: int = 0
 
 
-_MIGRATIONS: Sequence[str] = (
-    # 1: the jobs table and a small key-value table for bot metadata.
+class DatabaseTooNew(BotError):
+    """The database was written by a newer version of the bot: this one must not touch it."""
+
+    def __init__(self, found: int, known: int) -> None:
+        self.found = found
+        self.known = known
+        super().__init__(
+            f"the database is at schema version {found}, but this version of the bot knows only up to {known}: "
+            "it was written by a newer version; run that version, or restore a backup"
+        )
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+_MIGRATION_NAME = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
+
+
+def load_migrations(source: Traversable | None = None) -> tuple[Migration, ...]:
+    """The `NNNN_name.sql` files of `source` (the shipped `bot/migrations` by default), in order.
+
+    Raises ValueError unless there are some, numbered 1, 2, … without a gap or a duplicate.
     """
-    CREATE TABLE jobs (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        state TEXT NOT NULL,
-        model TEXT NOT NULL,
-        prompt TEXT NOT NULL,
-        seed INTEGER,
-        user_id INTEGER NOT NULL,
-        guild_id INTEGER,
-        channel_id INTEGER NOT NULL,
-        locale TEXT NOT NULL DEFAULT 'en-US',
-        service_job_id TEXT UNIQUE,
-        charged_yen INTEGER NOT NULL DEFAULT 0 CHECK (charged_yen >= 0),
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        accepted_at REAL,
-        finished_at REAL,
-        next_poll_at REAL,
-        slow_notice_sent INTEGER NOT NULL DEFAULT 0,
-        file_path TEXT,
-        upload_limit_bytes INTEGER,
-        interaction_token TEXT,
-        interaction_expires_at REAL,
-        reply_message_id INTEGER,
-        delivered_channel_id INTEGER,
-        delivered_message_id INTEGER,
-        last_error TEXT
-    );
-    CREATE INDEX jobs_by_poll ON jobs (state, next_poll_at);
-    CREATE INDEX jobs_by_user ON jobs (user_id, guild_id, id);
-    CREATE INDEX jobs_by_guild_accepted ON jobs (guild_id, accepted_at);
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    """,
-    # 2: what the requester was told, and the retries of each step, kept across restarts.
-    """
-    ALTER TABLE jobs ADD COLUMN told_at REAL;
-    ALTER TABLE jobs ADD COLUMN step_attempts INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE jobs ADD COLUMN step_failing_since REAL;
-    ALTER TABLE jobs ADD COLUMN notice_attempts INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE jobs ADD COLUMN waiting_notice_sent INTEGER NOT NULL DEFAULT 0;
-    UPDATE jobs SET told_at = updated_at
-        WHERE state IN ('delivered', 'failed', 'stalled', 'rejected', 'unknown', 'undeliverable');
-    CREATE INDEX jobs_untold ON jobs (told_at, state);
-    """,
-)
+    folder = source if source is not None else resources.files("bot.migrations")
+    found: list[Migration] = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_NAME.fullmatch(entry.name)
+        if match is None:
+            if entry.name.endswith(".sql"):
+                raise ValueError(f"migration {entry.name!r} is not named NNNN_name.sql")
+            continue
+        found.append(Migration(int(match[1]), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    numbers = [m.version for m in found]
+    if not numbers:
+        raise ValueError("no migrations found: was the package installed without its .sql files?")
+    if numbers != list(range(1, len(found) + 1)):
+        raise ValueError(f"migrations must be numbered from 1 without gaps or duplicates, found {numbers}")
+    return tuple(found)
+
+
+_MIGRATIONS: Sequence[Migration] = load_migrations()
 
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -243,13 +245,28 @@ class JobStore:
         return int(row[0]) if row else 0
 
     async def _migrate(self) -> None:
-        current = await self.schema_version()
-        for version, script in enumerate(_MIGRATIONS[current:], start=current + 1):
-            statements = [s.strip() for s in script.split(";") if s.strip()]
-            async with self._write():
-                for statement in statements:
-                    await self._db.execute(statement)
-                await self._db.execute(f"PRAGMA user_version = {version}")
+        async with self._write_lock:
+            known = len(_MIGRATIONS)  # SCHEMA_VERSION, read at call time so tests can swap the list
+            while (current := await self.schema_version()) != known:
+                if current > known:
+                    raise DatabaseTooNew(current, known)
+                migration = _MIGRATIONS[current]
+                # One script, one transaction, never split on `;` (a string or a trigger body may hold one).
+                # sqlite3's executescript only COMMITs a transaction already open before it (none is here),
+                # then runs the statements as written; on an error it stops and leaves BEGIN open.
+                script = (
+                    f"BEGIN IMMEDIATE;\n{migration.sql}\n;\n"
+                    f"PRAGMA user_version = {migration.version};\nCOMMIT;"
+                )
+                try:
+                    await self._db.executescript(script)
+                except BaseException as exc:
+                    # Some errors (disk full, I/O) already rolled back; ROLLBACK then would fail.
+                    if self._db.in_transaction:
+                        await self._db.execute("ROLLBACK")
+                    if isinstance(exc, sqlite3.Error) and await self.schema_version() > current:
+                        continue  # another process applied it while we waited for the lock
+                    raise
 
     # -- transactions -------------------------------------------------------------------------
 

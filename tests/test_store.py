@@ -4,20 +4,25 @@ from pathlib import Path
 
 import pytest
 
+import bot.store
 from bot.store import (
     SCHEMA_VERSION,
     TRANSITIONS,
     Admission,
     AdmissionRefused,
+    DatabaseTooNew,
     IllegalTransition,
     JobNotFound,
     JobState,
     JobStore,
+    Migration,
     NewJob,
     StoreUnavailable,
+    load_migrations,
 )
 
 S = JobState
+SHIPPED_MIGRATIONS = bot.store._MIGRATIONS
 
 
 def new_job(user_id: int = 1, guild_id: int | None = 10, prompt: str = "a cat") -> NewJob:
@@ -77,6 +82,115 @@ async def test_migration_from_an_empty_file(tmp_path: Path) -> None:
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"jobs", "meta"} <= tables
+
+
+def raw_schema(path: Path) -> tuple[int, set[str], list[tuple[str, str]]]:
+    """user_version, the table names and the meta rows, read without the store."""
+    with sqlite3.connect(path) as raw:
+        version = raw.execute("PRAGMA user_version").fetchone()[0]
+        tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        meta = raw.execute("SELECT key, value FROM meta ORDER BY key").fetchall()
+    return version, tables, meta
+
+
+def with_migration(monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
+    """Pretend the bot ships one more migration."""
+    extra = Migration(SCHEMA_VERSION + 1, f"{SCHEMA_VERSION + 1:04d}_test.sql", sql)
+    monkeypatch.setattr(bot.store, "_MIGRATIONS", (*SHIPPED_MIGRATIONS, extra))
+
+
+def test_the_shipped_migrations_are_numbered_from_one() -> None:
+    migrations = load_migrations()
+    assert [m.version for m in migrations] == list(range(1, SCHEMA_VERSION + 1))
+    assert migrations[0].name == "0001_initial.sql" and "CREATE TABLE jobs" in migrations[0].sql
+
+
+@pytest.mark.parametrize(
+    ("names", "problem"),
+    [
+        (["0001_a.sql", "0003_c.sql"], "without gaps"),
+        (["0002_b.sql"], "without gaps"),
+        (["0001_a.sql", "0001_again.sql"], "without gaps"),
+        (["0001_a.sql", "2_b.sql"], "is not named NNNN_name.sql"),
+        ([], "no migrations found"),
+    ],
+)
+def test_migration_files_must_be_contiguous_and_well_named(tmp_path: Path, names: list[str], problem: str) -> None:
+    for name in names:
+        (tmp_path / name).write_text("SELECT 1;")
+    (tmp_path / "README.md").write_text("not a migration")
+    with pytest.raises(ValueError, match=problem):
+        load_migrations(tmp_path)
+
+
+async def test_a_migration_is_not_split_on_semicolons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with_migration(monkeypatch, """
+        INSERT INTO meta (key, value) VALUES ('note', 'a;b');
+        CREATE TRIGGER meta_stamp AFTER INSERT ON meta WHEN NEW.key = 'x' BEGIN
+            INSERT INTO meta (key, value) VALUES ('stamped', 'yes;really');
+        END
+    """)  # no final `;`: the loader must not glue the next statement onto it
+    store = await JobStore.open(tmp_path / "jobs.sqlite3")
+    await store.set_meta("x", "1")
+    assert await store.schema_version() == SCHEMA_VERSION + 1
+    await store.close()
+    _version, _tables, meta = raw_schema(tmp_path / "jobs.sqlite3")
+    assert ("note", "a;b") in meta and ("stamped", "yes;really") in meta
+
+
+async def test_a_failing_migration_leaves_the_version_and_the_tables_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "jobs.sqlite3"
+    store = await JobStore.open(path)
+    await store.set_meta("kept", "1")
+    await store.close()
+    before = raw_schema(path)
+    with_migration(monkeypatch, """
+        CREATE TABLE extra (x INTEGER);
+        INSERT INTO meta (key, value) VALUES ('half', 'done');
+        ALTER TABLE jobs ADD COLUMN nonsense NOT A TYPE (;
+    """)
+    with pytest.raises(sqlite3.OperationalError):
+        await JobStore.open(path)
+    assert raw_schema(path) == before
+    assert before[0] == SCHEMA_VERSION and "extra" not in before[1]
+    # The next start with a fixed migration applies it cleanly.
+    with_migration(monkeypatch, "CREATE TABLE extra (x INTEGER);")
+    store = await JobStore.open(path)
+    assert await store.schema_version() == SCHEMA_VERSION + 1
+    await store.close()
+
+
+async def test_a_migration_applied_meanwhile_by_another_process_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "jobs.sqlite3"
+    await (await JobStore.open(path)).close()
+    # This process read version 0 just before another one migrated and committed.
+    real = JobStore.schema_version
+    stale_reads = [0]
+
+    async def stale_then_real(self: JobStore) -> int:
+        return stale_reads.pop() if stale_reads else await real(self)
+
+    monkeypatch.setattr(JobStore, "schema_version", stale_then_real)
+    store = await JobStore.open(path)
+    try:
+        await store.set_meta("after", "1")  # no transaction was left open
+    finally:
+        await store.close()
+    assert raw_schema(path)[0] == SCHEMA_VERSION
+
+
+async def test_a_database_written_by_a_newer_bot_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite3"
+    await (await JobStore.open(path)).close()
+    with sqlite3.connect(path) as raw:
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(DatabaseTooNew, match=f"schema version {SCHEMA_VERSION + 1}.*up to {SCHEMA_VERSION}"):
+        await JobStore.open(path)
+    assert raw_schema(path)[0] == SCHEMA_VERSION + 1
 
 
 async def test_write_ahead_then_accept_records_id_and_charge(store: JobStore) -> None:
