@@ -61,6 +61,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "error.unknown_outcome": "Request {ref} was sent, but the video service did not answer. It may have been "
         "accepted and charged {price}. It will not be resent automatically, so no second charge can happen. Check "
         "`/status {ref}` or `/balance` before asking again; if it was charged, support can trace it.",
+        "error.key_info_unreadable": "The video service's answer about the budget could not be read, so no figures "
+        "are shown. Nothing was spent. The operator can see the details in the log.",
         "error.not_recorded": "The bot could not record request {ref} (its database is unavailable), so it was not "
         "sent. Nothing was spent ({zero}). Please try again later.",
         "error.store_unavailable": "The bot cannot record requests right now (its database is unavailable). "
@@ -200,6 +202,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "error.unknown_outcome": "リクエスト {ref} は送信しましたが、動画サービスから応答がありませんでした。"
         "受け付けられて{price}が課金された可能性があります。二重課金を防ぐため自動では再送しません。"
         "もう一度頼む前に `/status {ref}` か `/balance` で確認してください。課金されていればサポートが追跡できます。",
+        "error.key_info_unreadable": "動画サービスの予算に関する応答を読み取れなかったため、数値は表示しません。"
+        "費用はかかっていません。詳細は運営者がログで確認できます。",
         "error.not_recorded": "ボットがリクエスト {ref} を記録できなかったため（データベースが使えません）、送信していません。"
         "費用はかかっていません（{zero}）。後でもう一度お試しください。",
         "error.store_unavailable": "ボットは今リクエストを記録できません（データベースが使えません）。送信も課金もしていません。"

@@ -91,7 +91,7 @@ READ_RETRY = RetryPolicy(attempts=3, deadline=30.0, base_delay=1.0, max_delay=10
 
 #: Recording an accepted (charged) job when the database fails: keep trying well within the service's
 #: retention, then tell the requester the job id for support.
-RECORD_RETRY = RetryPolicy(attempts=30, deadline=10 * 60, base_delay=1.0, max_delay=60.0)
+RECORD_RETRY = RetryPolicy(attempts=12, deadline=10 * 60, base_delay=1.0, max_delay=60.0)
 #: Downloading a finished video: a failing body or a refusal ends the job failed after these.
 DOWNLOAD_RETRY = RetryPolicy(attempts=6, deadline=30 * 60, base_delay=5.0, max_delay=5 * 60)
 #: Uploading a video to Discord (channel, then DM): after these the video is undeliverable (kept for /status).

@@ -10,7 +10,7 @@ import discord
 from discord import app_commands
 
 from bot import views
-from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed, VideoServiceError
+from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed, UnreadableKeyInfo, VideoServiceError
 from bot.i18n import t
 from bot.models import DEFAULT_MODEL
 from bot.store import AdmissionRefused, StoreUnavailable
@@ -61,6 +61,8 @@ def friendly_text(error: BaseException, locale: str) -> str | None:
         return views.budget_text(error, locale)
     if isinstance(error, SubmissionFailed):
         return views.submission_failed_text(error, locale, price_yen=price)
+    if isinstance(error, UnreadableKeyInfo):
+        return t(locale, "error.key_info_unreadable")
     if isinstance(error, VideoServiceError):
         return t(locale, "error.service_unreachable")
     if isinstance(error, StoreUnavailable):
