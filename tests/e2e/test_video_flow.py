@@ -210,14 +210,14 @@ async def test_killed_while_sending_the_create_is_told_and_never_resent(
     service.hang_next_create(seconds=30)
     await bot.start()
     channel = double.channel_ids[0]
-    await bot.slash("video", {"prompt": "cut off mid-flight"}, channel_id=channel)
+    interaction = await bot.slash("video", {"prompt": "cut off mid-flight"}, channel_id=channel)
     await wait_until(lambda: service.creates_received == 1)
     assert await bot.stop(signal.SIGKILL) == -signal.SIGKILL
     await bot.start()
-    notice = await double.wait_for_message(
-        channel, predicate=lambda m: "being sent when the bot stopped" in m["content"]
-    )
-    assert notice["mentions"] == [USER_ID] and "#1" in notice["content"]
+    # Its interaction still lives: the requester is told there, in place of "thinking…".
+    await wait_until(lambda: "being sent when the bot stopped" in (original(double, interaction).get("content") or ""))
+    notice = original(double, interaction)
+    assert "#1" in notice["content"] and "will not be resent" in notice["content"]
     status = await bot.slash("status", {"job_id": "#1"})
     assert "outcome unknown" in embed_text((await double.wait_for_callback(status.id))["data"])
     await asyncio.sleep(1.0)
