@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bot.errors import InsufficientStorage
 from bot.retry import RetryPolicy
 from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH, JOBS_PREFIX
@@ -626,3 +627,61 @@ async def test_restart_mid_polling_picks_up_where_it_stopped(
     finally:
         await second.stop()
         await second_store.close()
+
+
+async def test_uploads_that_keep_failing_end_undeliverable_within_the_policy(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    deliverer.fail_next(100, ConnectionResetError("Discord went away"))
+    job = await submit(store, client)
+    worker = make_worker(store, client, deliverer)  # FAST_STEPS: 5 attempts
+    worker.start()
+
+    await wait_for_states(store, [job.id], [S.UNDELIVERABLE])
+
+    async def told() -> bool:
+        return (await store.get(job.id)).told_at is not None
+
+    await wait_until(told)
+    ended = await store.get(job.id)
+    assert len(deliverer.delivery_attempts) == FAST_STEPS.attempts == ended.step_attempts
+    assert deliverer.events_for(job.id) == ["undeliverable"]
+    assert ended.file_path is not None and Path(ended.file_path).exists(), "the file stays for /status"
+
+
+async def test_no_disk_space_waits_tells_once_and_gives_up_in_time(
+    make_simulator: SimulatorFactory,
+    http: aiohttp.ClientSession,
+    store: JobStore,
+    make_worker: WorkerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    job = await submit(store, client)
+    tries: list[float] = []
+
+    async def full(*args: Any, **kwargs: Any) -> int:
+        tries.append(time.time())
+        raise InsufficientStorage("no space left on device")
+
+    monkeypatch.setattr(client, "download", full)
+    worker = make_worker(store, client, deliverer, storage_retry_seconds=0.05, storage_notice_after=0.2,
+                         storage_wait_limit=0.6)
+    worker.start()
+
+    await wait_for_states(store, [job.id], [S.FAILED])
+
+    async def told() -> bool:
+        return (await store.get(job.id)).told_at is not None
+
+    await wait_until(told)
+    failed = await store.get(job.id)
+    assert deliverer.events_for(job.id) == ["storage_wait", "failed"], "told once while waiting, then the end"
+    assert "disk space" in (failed.last_error or "")
+    assert len(tries) >= 3, "it kept trying while it waited"
+    assert failed.step_attempts == 0, "waiting for disk space spends none of the download's attempts"
