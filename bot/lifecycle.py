@@ -27,6 +27,10 @@ class JobState(StrEnum):
 
 S = JobState
 
+#: A job still waiting after this gets one "taking long" note; after STALLED_AFTER it is given up (stalled).
+SLOW_AFTER_SECONDS = 30 * 60
+STALLED_AFTER_SECONDS = 6 * 3600
+
 #: Every legal move, in one place. Anything else raises IllegalTransition.
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     # rejected: the budget cannot pay for it; interrupted: found here after a restart.

@@ -17,6 +17,7 @@ from bot.discord_text import (
 )
 from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed
 from bot.i18n import t, yen
+from bot.lifecycle import SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
 from bot.notices import InvalidCode, Notice, RefusalCode, SubmissionKind
 from bot.store import AdmissionRefused, Job, JobState
 from bot.video_client import KeyInfo
@@ -27,8 +28,9 @@ PROMPT_EXCERPT_CHARS = EXCERPT_CHARS
 #: The prompt in full detail (/status): a field value, with room to spare.
 PROMPT_FIELD_CHARS = 1000
 REASON_CHARS = 300
-SLOW_AFTER_MINUTES = 30
-STALLED_AFTER_HOURS = 6
+# The worker's limits, as people read them: one home for each (bot/lifecycle.py).
+SLOW_AFTER_MINUTES = SLOW_AFTER_SECONDS // 60
+STALLED_AFTER_HOURS = STALLED_AFTER_SECONDS // 3600
 
 _COLOURS = {
     S.DELIVERED: discord.Colour.green(),

@@ -33,6 +33,7 @@ from bot.errors import (
     ServiceUnreachable,
     VideoServiceError,
 )
+from bot.lifecycle import SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
 from bot.notices import Notice
 from bot.retry import DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY, RetryPolicy, retrying
 from bot.store import Job, JobState, JobStore, StoreUnavailable
@@ -41,11 +42,6 @@ from bot.video_client import VideoServiceClient
 log = logging.getLogger(__name__)
 
 S = JobState
-
-
-#: A job still waiting after these gets a "taking long" note; after these it is given up (stalled).
-SLOW_AFTER_SECONDS = 30 * 60
-STALLED_AFTER_SECONDS = 6 * 3600
 
 
 def _reason(exc: BaseException) -> str:
