@@ -39,9 +39,8 @@ def _too_large(exc: discord.HTTPException) -> bool:
 
 
 class DiscordDelivery:
-    def __init__(self, client: discord.Client, *, price_yen: int) -> None:
+    def __init__(self, client: discord.Client) -> None:
         self._client = client
-        self._price_yen = price_yen
 
     async def deliver(self, job: Job, video: Path) -> Delivery:
         limit = job.upload_limit_bytes or DEFAULT_UPLOAD_LIMIT
@@ -89,14 +88,14 @@ class DiscordDelivery:
 
     def _video_message(self, job: Job, upload: Path, compressed: bool, *, via_dm: bool) -> dict[str, Any]:
         return {
-            "content": views.delivered_text(job, price_yen=self._price_yen, compressed=compressed, via_dm=via_dm),
+            "content": views.delivered_text(job, compressed=compressed, via_dm=via_dm),
             "file": discord.File(upload, filename=f"video-{job.id}.mp4"),
             "allowed_mentions": views.requester_only(job),
             "nonce": nonce_for(job),
         }
 
     async def announce(self, job: Job, event: Notice, *, via_interaction: bool = False) -> None:
-        text = views.announcement_text(job, event, price_yen=self._price_yen)
+        text = views.announcement_text(job, event)
         mentions = views.requester_only(job)
         if via_interaction and job.token_alive(time.time()) and self._client.application_id is not None:
             # The requester's own interaction still works: answer there, privately, in place of "thinking…".
@@ -130,7 +129,7 @@ class DiscordDelivery:
         if job.reply_message_id is None or job.interaction_token is None or self._client.application_id is None:
             return
         webhook = discord.Webhook.partial(self._client.application_id, job.interaction_token, client=self._client)
-        await webhook.edit_message(job.reply_message_id, embed=views.receipt_embed(job, price_yen=self._price_yen))
+        await webhook.edit_message(job.reply_message_id, embed=views.receipt_embed(job))
 
     async def _channel(self, channel_id: int) -> Messageable:
         channel = self._client.get_channel(channel_id)

@@ -88,8 +88,11 @@ class SubmissionFailed(BotError):
     `charged_unrecorded` (accepted and charged, the database failed; the bot keeps trying to record it).
     """
 
-    def __init__(self, job_id: int, kind: SubmissionKind, reason: str, *, service_job_id: str | None = None) -> None:
+    def __init__(
+        self, job_id: int, kind: SubmissionKind, reason: str, *, price_yen: int, service_job_id: str | None = None
+    ) -> None:
         self.job_id = job_id
+        self.price_yen = price_yen  # of the model asked for: what a charge would have been
         self.kind = kind
         self.reason = reason
         self.service_job_id = service_job_id

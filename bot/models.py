@@ -29,3 +29,11 @@ FAST_VIDEO = VideoModel(
 MODELS: dict[str, VideoModel] = {model.id: model for model in (FAST_VIDEO,)}
 DEFAULT_MODEL = FAST_VIDEO
 
+
+def price_of(model_id: str) -> int:
+    """The flat price of a video of `model_id`: the one place a price is read from."""
+    try:
+        return MODELS[model_id].price_yen
+    except KeyError:
+        raise ValueError(f"no model {model_id!r} in the catalogue") from None
+

@@ -12,7 +12,6 @@ from discord import app_commands
 from bot import views
 from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed, UnreadableKeyInfo, VideoServiceError
 from bot.i18n import t
-from bot.models import DEFAULT_MODEL
 from bot.store import AdmissionRefused, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -52,15 +51,14 @@ async def respond(
 
 def friendly_text(error: BaseException, locale: str) -> str | None:
     """The user-facing text for the bot's own errors; None for anything unexpected."""
-    price = DEFAULT_MODEL.price_yen
     if isinstance(error, InvalidRequest):
         return views.invalid_request_text(error, locale)
     if isinstance(error, AdmissionRefused):
-        return views.refusal_text(error, locale, price_yen=price)
+        return views.refusal_text(error, locale)
     if isinstance(error, BudgetTooLow):
         return views.budget_text(error, locale)
     if isinstance(error, SubmissionFailed):
-        return views.submission_failed_text(error, locale, price_yen=price)
+        return views.submission_failed_text(error, locale)
     if isinstance(error, UnreadableKeyInfo):
         return t(locale, "error.key_info_unreadable")
     if isinstance(error, VideoServiceError):

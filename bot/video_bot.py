@@ -13,7 +13,6 @@ from bot.app import Services, open_services
 from bot.delivery import DiscordDelivery
 from bot.health import write_heartbeat
 from bot.i18n import CatalogueTranslator
-from bot.models import DEFAULT_MODEL
 from bot.settings import Settings
 from bot.store import JobStore
 from bot.tree import VideoCommandTree
@@ -48,7 +47,6 @@ class VideoBot(commands.Bot):
         )
         self.settings = settings
         self.force_sync = force_sync
-        self.model = DEFAULT_MODEL
         self._shut_down = False
 
     def attach(self, services: Services) -> None:
@@ -60,7 +58,7 @@ class VideoBot(commands.Bot):
         self.requests = services.requests
 
     async def setup_hook(self) -> None:
-        self.attach(await open_services(self.settings, DiscordDelivery(self, price_yen=self.model.price_yen)))
+        self.attach(await open_services(self.settings, DiscordDelivery(self)))
         # Before any command can run, so only rows the last run left half-done are `received` or
         # `submitting` now. Their requesters are told once the worker runs (it sweeps for them).
         for job in await self.store.recover_after_restart():

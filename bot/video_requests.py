@@ -23,7 +23,7 @@ from bot.errors import (
     VideoServiceError,
 )
 from bot.models import DEFAULT_MODEL, VideoModel
-from bot.notices import Notice
+from bot.notices import Notice, SubmissionKind
 from bot.retry import RECORD_RETRY, RetryPolicy, retrying
 from bot.settings import Settings
 from bot.store import Job, JobState, JobStore, NewJob, StoreUnavailable
@@ -122,7 +122,7 @@ class VideoRequests:
         except Exception as exc:
             # Nothing was sent: the request ends here, and the requester is told nothing was spent.
             await self._store.transition(job.id, JobState.REJECTED, last_error=_reason(exc))
-            raise SubmissionFailed(job.id, "busy", _reason(exc)) from exc
+            raise self._failed(job, "busy", _reason(exc)) from exc
         if info.max_budget is not None and info.max_budget - info.spend < price:
             await self._store.transition(job.id, JobState.REJECTED, last_error="the budget cannot pay for it")
             raise BudgetTooLow(info.spend, info.max_budget, price, job_id=job.id)
@@ -130,7 +130,7 @@ class VideoRequests:
             job = await self._store.transition(job.id, JobState.SUBMITTING)
         except StoreUnavailable as exc:
             # No write-ahead, no create: nothing was sent and nothing spent.
-            raise SubmissionFailed(job.id, "not_recorded", str(exc)) from exc
+            raise self._failed(job, "not_recorded", str(exc)) from exc
         return await self._create_once(job, job.prompt, job.seed)
 
     async def _create_once(self, job: Job, prompt: str, seed: int | None) -> Job:
@@ -139,19 +139,19 @@ class VideoRequests:
             remote = await self._client.create(prompt, seed, self.model)
         except Rejected as exc:
             await self._store.transition(job.id, JobState.REJECTED, last_error=exc.reason)
-            raise SubmissionFailed(job.id, "rejected", exc.reason) from exc
+            raise self._failed(job, "rejected", exc.reason) from exc
         except (RateLimited, ServerError, ServiceUnreachable) as exc:
             await self._store.transition(job.id, JobState.REJECTED, last_error=str(exc))
-            raise SubmissionFailed(job.id, "busy", str(exc)) from exc
+            raise self._failed(job, "busy", str(exc)) from exc
         except UnusableJobId as exc:
             # Accepted and charged, but the id is not safe to use: never polled, the requester gets it for support.
             log.error("request %s accepted with an unusable job id %s (%d yen)", job.reference, exc.shown, price)
             failed = await self._store.mark_charged_unusable(job.id, price, exc.shown)
-            raise SubmissionFailed(job.id, "charged_unusable", failed.last_error or exc.shown,
+            raise self._failed(job, "charged_unusable", failed.last_error or exc.shown,
                                    service_job_id=exc.shown) from exc
         except OutcomeUnknown as exc:
             await self._store.transition(job.id, JobState.UNKNOWN, last_error=str(exc))
-            raise SubmissionFailed(job.id, "unknown", str(exc)) from exc
+            raise self._failed(job, "unknown", str(exc)) from exc
         except Exception as exc:
             # Anything else after the row was written: the request may have left, so never resend.
             await self._store.transition(job.id, JobState.UNKNOWN, last_error=type(exc).__name__)
@@ -165,15 +165,19 @@ class VideoRequests:
             log.error("request %s: job %s was accepted and charged %d yen but could not be recorded (%s); "
                       "retrying the write", job.reference, remote.id, price, exc)
             self._spawn(self._record_later(job, remote.id, next_poll_at), f"record-{job.id}")
-            raise SubmissionFailed(job.id, "charged_unrecorded", remote.id, service_job_id=remote.id) from exc
+            raise self._failed(job, "charged_unrecorded", remote.id, service_job_id=remote.id) from exc
         if accepted.state == JobState.FAILED:
             log.error("request %s: the service returned job id %s again (%s); charged %d yen, not polled",
                       job.reference, remote.id, accepted.last_error, price)
-            raise SubmissionFailed(
-                job.id, "charged_unusable", accepted.last_error or remote.id, service_job_id=remote.id
+            raise self._failed(
+                job, "charged_unusable", accepted.last_error or remote.id, service_job_id=remote.id
             )
         self._on_accepted(accepted)
         return accepted
+
+    def _failed(self, job: Job, kind: SubmissionKind, reason: str, *, service_job_id: str | None = None
+                ) -> SubmissionFailed:
+        return SubmissionFailed(job.id, kind, reason, price_yen=self.model.price_yen, service_job_id=service_job_id)
 
     async def _record_later(self, job: Job, service_job_id: str, next_poll_at: float) -> None:
         """Keep trying to record an accepted job; the requester was already told its id and the charge."""

@@ -18,6 +18,7 @@ from bot.discord_text import (
 from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed
 from bot.i18n import t, yen
 from bot.lifecycle import SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
+from bot.models import price_of
 from bot.notices import InvalidCode, Notice, RefusalCode, SubmissionKind
 from bot.store import AdmissionRefused, Job, JobState
 from bot.video_client import KeyInfo
@@ -102,13 +103,18 @@ def job_id_param(job: Job) -> str:
     return inline_code(job.service_job_id or "—", CODE_CHARS)
 
 
-def receipt_embed(job: Job, *, price_yen: int) -> discord.Embed:
+def _job_price(job: Job) -> int:
+    """What the job cost, or will cost once accepted: its charge, else its model's price."""
+    return job.charged_yen or price_of(job.model)
+
+
+def receipt_embed(job: Job) -> discord.Embed:
     """The `/video` answer, edited as the job moves on while the interaction token lives."""
     loc = job.locale
     embed = discord.Embed(title=t(loc, "video.title", ref=job.reference), colour=_COLOURS.get(job.state))
     embed.add_field(name=t(loc, "video.field.job"), value=job_id_text(job))
     embed.add_field(name=t(loc, "video.field.state"), value=state_name(job))
-    embed.add_field(name=t(loc, "video.field.cost"), value=yen(job.charged_yen or price_yen, loc))
+    embed.add_field(name=t(loc, "video.field.cost"), value=yen(_job_price(job), loc))
     embed.add_field(name=t(loc, "video.field.started"), value=relative(job.accepted_at or job.created_at))
     if job.state in (S.PENDING, S.IN_PROGRESS):
         embed.add_field(name=t(loc, "video.field.wait"), value=t(loc, "video.wait"))
@@ -125,7 +131,7 @@ def receipt_embed(job: Job, *, price_yen: int) -> discord.Embed:
     return fit_embed(embed)
 
 
-def status_embed(job: Job, *, price_yen: int, locale: str | None = None) -> discord.Embed:
+def status_embed(job: Job, *, locale: str | None = None) -> discord.Embed:
     """One request in detail, in the reader's language (the requester's when not given)."""
     loc = locale or job.locale
     embed = discord.Embed(title=t(loc, "status.title", ref=job.reference), colour=_COLOURS.get(job.state))
@@ -142,7 +148,7 @@ def status_embed(job: Job, *, price_yen: int, locale: str | None = None) -> disc
         status_next_key(job.state),
         channel=job.delivered_channel_id or job.channel_id,
         job_id=job_id_param(job),
-        price=yen(price_yen, loc),
+        price=yen(price_of(job.model), loc),
         hours=STALLED_AFTER_HOURS,
         reason=plain(job.last_error or "—", REASON_CHARS),
     )
@@ -210,11 +216,11 @@ def invalid_request_text(error: InvalidRequest, locale: str) -> str:
     return fit_content(t(locale, invalid_key(error.code), **_shown(error.params)))
 
 
-def submission_failed_text(error: SubmissionFailed, locale: str, *, price_yen: int) -> str:
+def submission_failed_text(error: SubmissionFailed, locale: str) -> str:
     # Every kind gets every parameter; each text uses the ones it needs.
     return fit_content(t(locale, submission_key(error.kind), ref=f"#{error.job_id}",
-                         reason=plain(error.reason, REASON_CHARS), zero=yen(0, locale), price=yen(price_yen, locale),
-                         job_id=code(error.service_job_id or "—")))
+                         reason=plain(error.reason, REASON_CHARS), zero=yen(0, locale),
+                         price=yen(error.price_yen, locale), job_id=code(error.service_job_id or "—")))
 
 
 def budget_text(error: BudgetTooLow, locale: str) -> str:
@@ -223,7 +229,7 @@ def budget_text(error: BudgetTooLow, locale: str) -> str:
                          price=yen(error.price_yen, locale)))
 
 
-def refusal_text(error: AdmissionRefused, locale: str, *, price_yen: int) -> str:
+def refusal_text(error: AdmissionRefused, locale: str) -> str:
     params = _shown(error.params)
     if error.retry_at is not None:
         params["when"] = relative(error.retry_at)
@@ -244,13 +250,13 @@ def mention(job: Job) -> str:
     return f"<@{job.user_id}>"
 
 
-def delivered_text(job: Job, *, price_yen: int, compressed: bool, via_dm: bool) -> str:
+def delivered_text(job: Job, *, compressed: bool, via_dm: bool) -> str:
     loc = job.locale
     seed = str(job.seed) if job.seed is not None else t(loc, "status.field.seed.none")
     # One line (plain collapses newlines), so the whole prompt stays inside the quote block.
     prompt = plain(job.prompt, PROMPT_EXCERPT_CHARS)
     parts = [t(loc, "deliver.done", mention=mention(job), ref=job.reference, prompt=prompt,
-               seed=seed, job_id=job_id_param(job), price=yen(price_yen, loc))]
+               seed=seed, job_id=job_id_param(job), price=yen(_job_price(job), loc))]
     if via_dm:
         parts.append(t(loc, "deliver.dm_note", channel=job.channel_id))
     if compressed:
@@ -258,11 +264,12 @@ def delivered_text(job: Job, *, price_yen: int, compressed: bool, via_dm: bool) 
     return fit_content("\n".join(parts))
 
 
-def announcement_text(job: Job, event: Notice, *, price_yen: int) -> str:
+def announcement_text(job: Job, event: Notice) -> str:
     """News told to the requester in the channel (or the interaction, or a DM): every `Notice`."""
     return fit_content(t(job.locale, notice_key(event), mention=mention(job), ref=job.reference,
-                         job_id=job_id_text(job), price=yen(price_yen, job.locale), minutes=SLOW_AFTER_MINUTES,
-                         hours=STALLED_AFTER_HOURS, reason=plain(job.last_error or "—", REASON_CHARS)))
+                         job_id=job_id_text(job), price=yen(_job_price(job), job.locale),
+                         minutes=SLOW_AFTER_MINUTES, hours=STALLED_AFTER_HOURS,
+                         reason=plain(job.last_error or "—", REASON_CHARS)))
 
 
 def requester_only(job: Job) -> discord.AllowedMentions:

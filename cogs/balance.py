@@ -10,7 +10,6 @@ from discord.ext import commands
 
 from bot import views
 from bot.i18n import described
-from bot.models import DEFAULT_MODEL
 from bot.tree import respond
 
 if TYPE_CHECKING:
@@ -30,7 +29,7 @@ class BalanceCog(commands.Cog):
         embed = views.balance_embed(
             info,
             masked_key=self.bot.video_client.masked_key,
-            price_yen=DEFAULT_MODEL.price_yen,
+            price_yen=self.bot.requests.model.price_yen,
             ledger_all=everywhere,
             ledger_guild=here,
             locale=interaction.locale.value,

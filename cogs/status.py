@@ -12,14 +12,12 @@ from discord.ext import commands
 from bot import views
 from bot.discord_text import inline_code
 from bot.i18n import described, t
-from bot.models import DEFAULT_MODEL
 from bot.store import JobState
 from bot.tree import respond
 
 if TYPE_CHECKING:
     from bot.video_bot import VideoBot
 
-PRICE = DEFAULT_MODEL.price_yen
 
 
 class StatusCog(commands.Cog):
@@ -43,7 +41,7 @@ class StatusCog(commands.Cog):
         if job is None:
             await respond(interaction, t(locale, "status.not_found", reference=inline_code(job_id)))
             return
-        embed = views.status_embed(job, price_yen=PRICE, locale=locale)
+        embed = views.status_embed(job, locale=locale)
         if job.state != JobState.UNDELIVERABLE or job.user_id != interaction.user.id:
             await respond(interaction, embed=embed)
             return

@@ -59,7 +59,7 @@ class VideoCog(commands.Cog):
         )
         await interaction.response.defer(ephemeral=True, thinking=True)
         job = await self.bot.requests.send(job)
-        message = await respond(interaction, embed=views.receipt_embed(job, price_yen=PRICE))
+        message = await respond(interaction, embed=views.receipt_embed(job))
         if message is not None:
             await self.bot.requests.remember_reply(job, message.id)
 

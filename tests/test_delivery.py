@@ -102,7 +102,7 @@ async def discord_bot(
 
 @pytest.fixture
 def delivery(discord_bot: commands.Bot) -> DiscordDelivery:
-    return DiscordDelivery(discord_bot, price_yen=PRICE_YEN)
+    return DiscordDelivery(discord_bot)
 
 
 @pytest.fixture
@@ -293,7 +293,7 @@ async def test_a_video_that_cannot_fit_is_undeliverable_and_the_channel_is_told(
     stuck = await store.transition(job.id, S.UNDELIVERABLE, last_error="too large")
     await delivery.announce(stuck, "undeliverable")
     [told] = channel_posts(double)
-    assert told["content"] == views.announcement_text(stuck, "undeliverable", price_yen=PRICE_YEN)
+    assert told["content"] == views.announcement_text(stuck, "undeliverable")
     assert told["mentions"] == [REQUESTER_ID]
     assert double.dm_channel_id(REQUESTER_ID) is None
 
@@ -325,7 +325,7 @@ async def test_announcement_falls_back_to_dm_when_the_channel_refuses(
     await delivery.announce(job, "slow")
 
     dm = await double.wait_for_dm(REQUESTER_ID, timeout=5)
-    assert dm["content"] == views.announcement_text(job, "slow", price_yen=PRICE_YEN)
+    assert dm["content"] == views.announcement_text(job, "slow")
     assert channel_posts(double) == []
 
 
@@ -351,7 +351,7 @@ async def test_show_progress_edits_the_original_reply(
     original = double.webhook_messages[record.token]["@original"]
     assert original["id"] == str(reply.id)
     [embed] = original["embeds"]
-    expected = views.receipt_embed(job, price_yen=PRICE_YEN)
+    expected = views.receipt_embed(job)
     assert embed["title"] == expected.title
     assert {f["name"]: f["value"] for f in embed["fields"]} == {f.name: f.value for f in expected.fields}
     assert views.state_name(job) in [f["value"] for f in embed["fields"]]

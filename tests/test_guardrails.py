@@ -89,7 +89,7 @@ async def test_cooldown_refuses_then_allows(
     with pytest.raises(AdmissionRefused) as refused:
         await requests.submit(request())
     assert refused.value.code == "cooldown" and refused.value.retry_at == clock.now + 60
-    text = views.refusal_text(refused.value, "en-US", price_yen=250)
+    text = views.refusal_text(refused.value, "en-US")
     assert f"<t:{int(clock.now + 60)}:R>" in text and "Nothing was spent" in text
     assert simulator.creates_received == 1
     await requests.submit(request(user_id=2))  # another member is not held back
@@ -109,7 +109,7 @@ async def test_active_job_limit(
     with pytest.raises(AdmissionRefused) as refused:
         await requests.submit(request())
     assert refused.value.code == "too_many_active"
-    assert "2 videos in progress (the limit is 2)" in views.refusal_text(refused.value, "en-US", price_yen=250)
+    assert "2 videos in progress (the limit is 2)" in views.refusal_text(refused.value, "en-US")
     # A finished job frees its slot.
     await store.transition(first.id, JobState.FAILED)
     await requests.submit(request())
@@ -147,8 +147,8 @@ async def test_daily_cap_holds_across_a_restart_and_resets_the_next_day(
     assert refused.value.code == "guild_daily_cap"
     midnight = datetime(2026, 11, 22, tzinfo=tokyo).timestamp()
     assert refused.value.retry_at == midnight
-    en = views.refusal_text(refused.value, "en-US", price_yen=250)
-    ja = views.refusal_text(refused.value, "ja", price_yen=250)
+    en = views.refusal_text(refused.value, "en-US")
+    ja = views.refusal_text(refused.value, "ja")
     assert "¥500 of ¥500" in en and f"<t:{int(midnight)}:R>" in en
     assert "500円中500円" in ja and f"<t:{int(midnight)}:R>" in ja
     await requests.submit(request(user_id=3, guild_id=11))  # another server has its own cap
@@ -184,8 +184,8 @@ def test_every_refusal_has_a_message_in_both_languages(locale: str) -> None:
         AdmissionRefused("role", None, role=55),
     ]
     for refusal in refusals:
-        text = views.refusal_text(refusal, locale, price_yen=250)
+        text = views.refusal_text(refusal, locale)
         assert text and "{" not in text
         if refusal.retry_at is not None:
             assert f"<t:{int(refusal.retry_at)}:R>" in text
-    assert "<@&55>" in views.refusal_text(refusals[-1], locale, price_yen=250)
+    assert "<@&55>" in views.refusal_text(refusals[-1], locale)

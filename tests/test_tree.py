@@ -23,12 +23,17 @@ from bot.errors import (
     ServiceUnreachable,
     SubmissionFailed,
 )
+from bot.notices import SubmissionKind
 from bot.store import AdmissionRefused, IllegalTransition, JobState
 from bot.tree import VideoCommandTree, friendly_text, respond
 from bot.video_bot import VideoBot
 from tests.cogs.helpers import EventLog, bot_settings, fake_interaction
 
 RESETS = 1_767_193_200.0
+
+
+def failed(job_id: int, kind: SubmissionKind, reason: str) -> SubmissionFailed:
+    return SubmissionFailed(job_id, kind, reason, price_yen=250)
 
 
 @pytest.fixture
@@ -73,11 +78,11 @@ def command(bot: VideoBot) -> app_commands.Command:  # type: ignore[type-arg]
          "<@&555>ロールが必要です"),
         (BudgetTooLow(9_900, 10_000, 250), "The shared budget cannot pay for a video: ¥100 left of ¥10,000 (¥9,900 "
          "spent), and one video costs ¥250. Nothing was sent.", "残り100円（上限10,000円、使用済み9,900円）、1本250円"),
-        (SubmissionFailed(7, "rejected", "nope"), "The video service did not accept request #7: nope. Nothing was "
+        (failed(7, "rejected", "nope"), "The video service did not accept request #7: nope. Nothing was "
          "charged (¥0).", "課金はありません（0円）"),
-        (SubmissionFailed(7, "busy", "HTTP 503"), "The video service is busy or down right now, so request #7 was "
+        (failed(7, "busy", "HTTP 503"), "The video service is busy or down right now, so request #7 was "
          "not accepted. Nothing was charged (¥0). Please try again in a few minutes.", "数分後にもう一度"),
-        (SubmissionFailed(7, "unknown", "timeout"), "Request #7 was sent, but the video service did not answer. It "
+        (failed(7, "unknown", "timeout"), "Request #7 was sent, but the video service did not answer. It "
          "may have been accepted and charged ¥250. It will not be resent automatically, so no second charge can "
          "happen. Check `/status #7` or `/balance` before asking again; if it was charged, support can trace it.",
          "250円が課金された可能性があります"),
@@ -104,7 +109,7 @@ def test_friendly_text_for_each_bot_error(error: BaseException, english: str, ja
 
 
 def test_a_rejection_reason_cannot_ping_anyone() -> None:
-    text = friendly_text(SubmissionFailed(3, "rejected", "prompt says @everyone and <@123456789012345678>"), "en")
+    text = friendly_text(failed(3, "rejected", "prompt says @everyone and <@123456789012345678>"), "en")
     assert text is not None
     assert "@everyone" not in text
     assert "<@123456789012345678>" not in text

@@ -67,7 +67,7 @@ MENTIONS = f"@everyone @here look <@{SOMEONE}> <@!{SOMEONE}> <@&{ROLE}> <@123>"
 
 
 def test_the_delivered_text_pings_the_requester_and_defuses_the_prompt() -> None:
-    text = views.delivered_text(job(prompt=MENTIONS, seed=7), price_yen=250, compressed=False, via_dm=False)
+    text = views.delivered_text(job(prompt=MENTIONS, seed=7), compressed=False, via_dm=False)
 
     assert text.startswith(f"<@{REQUESTER}> your video #42 is ready.")
     assert text.count(f"<@{REQUESTER}>") == 1
@@ -80,7 +80,7 @@ def test_the_delivered_text_pings_the_requester_and_defuses_the_prompt() -> None
 
 
 def test_a_multi_line_prompt_stays_inside_the_quote() -> None:
-    text = views.delivered_text(job(prompt="line one\n\nline two\n# heading"), price_yen=250, compressed=False,
+    text = views.delivered_text(job(prompt="line one\n\nline two\n# heading"), compressed=False,
                                 via_dm=False)
 
     lines = text.split("\n")
@@ -90,7 +90,7 @@ def test_a_multi_line_prompt_stays_inside_the_quote() -> None:
 
 
 def test_the_delivered_text_in_japanese_with_notes() -> None:
-    text = views.delivered_text(job(locale="ja"), price_yen=250, compressed=True, via_dm=True)
+    text = views.delivered_text(job(locale="ja"), compressed=True, via_dm=True)
 
     assert "動画 #42 ができました" in text
     assert "費用: 250円" in text
@@ -103,7 +103,7 @@ def test_the_delivered_text_in_japanese_with_notes() -> None:
 
 
 def test_a_long_prompt_fits_the_status_embed_field() -> None:
-    embed = views.status_embed(job(prompt="*_" * 1000), price_yen=250)
+    embed = views.status_embed(job(prompt="*_" * 1000))
 
     assert len(fields(embed)["Prompt"]) <= 1024
 
@@ -112,15 +112,14 @@ def test_a_long_prompt_fits_the_status_embed_field() -> None:
 
 
 def test_the_receipt_shows_a_live_relative_timestamp_of_the_acceptance() -> None:
-    embed = views.receipt_embed(job(), price_yen=250)
+    embed = views.receipt_embed(job())
 
     assert fields(embed)["Started"] == f"<t:{int(ACCEPTED)}:R>"
     assert re.fullmatch(r"<t:\d+:R>", fields(embed)["Started"])
 
 
 def test_the_receipt_of_a_request_not_yet_accepted_uses_the_request_time() -> None:
-    embed = views.receipt_embed(job(state=S.SUBMITTING, accepted_at=None, service_job_id=None, charged_yen=0),
-                                price_yen=250)
+    embed = views.receipt_embed(job(state=S.SUBMITTING, accepted_at=None, service_job_id=None, charged_yen=0))
 
     assert fields(embed)["Started"] == f"<t:{int(CREATED)}:R>"
     assert fields(embed)["Job"] == "—"
@@ -128,8 +127,7 @@ def test_the_receipt_of_a_request_not_yet_accepted_uses_the_request_time() -> No
 
 
 def test_the_receipt_of_a_delivered_video_links_to_it() -> None:
-    embed = views.receipt_embed(job(state=S.DELIVERED, delivered_channel_id=10, delivered_message_id=77),
-                                price_yen=250)
+    embed = views.receipt_embed(job(state=S.DELIVERED, delivered_channel_id=10, delivered_message_id=77))
 
     assert embed.description == "Posted: https://discord.com/channels/9/10/77"
     assert embed.colour == discord.Colour.green()
@@ -137,14 +135,14 @@ def test_the_receipt_of_a_delivered_video_links_to_it() -> None:
 
 
 def test_the_receipt_of_a_failed_job_names_the_job_id_for_support() -> None:
-    embed = views.receipt_embed(job(state=S.FAILED), price_yen=250)
+    embed = views.receipt_embed(job(state=S.FAILED))
 
     assert "`vid_abc`" in (embed.description or "")
     assert "service credit" in (embed.description or "")
 
 
 def test_the_receipt_of_an_undeliverable_video_points_to_status() -> None:
-    embed = views.receipt_embed(job(state=S.UNDELIVERABLE), price_yen=250)
+    embed = views.receipt_embed(job(state=S.UNDELIVERABLE))
 
     assert embed.description == "It could not be posted. Use `/status #42` to get the file."
 
@@ -153,7 +151,7 @@ def test_the_receipt_of_an_undeliverable_video_points_to_status() -> None:
 
 
 def test_a_failure_announcement_names_the_job_id_and_the_charge() -> None:
-    text = views.announcement_text(job(state=S.FAILED), "failed", price_yen=250)
+    text = views.announcement_text(job(state=S.FAILED), "failed")
 
     assert text.startswith(f"<@{REQUESTER}> your video #42 failed")
     assert "charged ¥250" in text and "`vid_abc`" in text
@@ -189,9 +187,9 @@ def hostile(state: JobState) -> Job:
 def _builders() -> dict[str, tuple[JobState, Callable[[Job], Built]]]:
     builders: dict[str, tuple[JobState, Callable[[Job], Built]]] = {}
     for state in S:
-        builders[f"receipt-{state}"] = (state, lambda j: views.receipt_embed(j, price_yen=250))
-        builders[f"status-{state}"] = (state, lambda j: views.status_embed(j, price_yen=250))
-        builders[f"status-ja-{state}"] = (state, lambda j: views.status_embed(j, price_yen=250, locale="ja"))
+        builders[f"receipt-{state}"] = (state, lambda j: views.receipt_embed(j))
+        builders[f"status-{state}"] = (state, lambda j: views.status_embed(j))
+        builders[f"status-ja-{state}"] = (state, lambda j: views.status_embed(j, locale="ja"))
     builders["status-list"] = (S.FAILED, lambda j: views.status_list_embed([j] * 3, "en-US"))
     builders["status-list-200"] = (S.FAILED, lambda j: views.status_list_embed([j] * 200, "ja"))
     builders["balance"] = (S.PENDING, lambda j: views.balance_embed(
@@ -203,23 +201,23 @@ def _builders() -> dict[str, tuple[JobState, Callable[[Job], Built]]]:
     for compressed in (False, True):
         for via_dm in (False, True):
             builders[f"delivered-{compressed=}-{via_dm=}"] = (S.DELIVERED, lambda j, c=compressed, d=via_dm: (
-                views.delivered_text(j, price_yen=250, compressed=c, via_dm=d)))
+                views.delivered_text(j, compressed=c, via_dm=d)))
     builders["delivered-ja"] = (S.DELIVERED, lambda j: views.delivered_text(
-        dataclasses.replace(j, locale="ja"), price_yen=250, compressed=True, via_dm=True))
+        dataclasses.replace(j, locale="ja"), compressed=True, via_dm=True))
     for notice in get_args(Notice):
-        builders[f"announce-{notice}"] = (S.FAILED, lambda j, n=notice: views.announcement_text(j, n, price_yen=250))
+        builders[f"announce-{notice}"] = (S.FAILED, lambda j, n=notice: views.announcement_text(j, n))
     builders["submission-rejected"] = (S.REJECTED, lambda j: views.submission_failed_text(
-        SubmissionFailed(j.id, "rejected", j.last_error or ""), "en-US", price_yen=250))
+        SubmissionFailed(j.id, "rejected", j.last_error or "", price_yen=250), "en-US"))
     builders["submission-busy"] = (S.REJECTED, lambda j: views.submission_failed_text(
-        SubmissionFailed(j.id, "busy", j.last_error or ""), "ja", price_yen=250))
+        SubmissionFailed(j.id, "busy", j.last_error or "", price_yen=250), "ja"))
     builders["submission-unknown"] = (S.UNKNOWN, lambda j: views.submission_failed_text(
-        SubmissionFailed(j.id, "unknown", j.last_error or ""), "en-US", price_yen=250))
+        SubmissionFailed(j.id, "unknown", j.last_error or "", price_yen=250), "en-US"))
     refusals = [AdmissionRefused("cooldown", RESETS), AdmissionRefused("too_many_active", None, active=2, limit=2),
                 AdmissionRefused("guild_daily_cap", RESETS, spent=4_750, cap=5_000),
                 AdmissionRefused("channel", None), AdmissionRefused("role", None, role=ROLE)]
     for refusal in refusals:
         builders[f"refusal-{refusal.code}"] = (S.SUBMITTING, lambda j, r=refusal: views.refusal_text(
-            r, j.locale, price_yen=250))
+            r, j.locale))
     invalid = [InvalidRequest("prompt_empty", "empty"), InvalidRequest("prompt_too_long", "long", length=5000,
                                                                           limit=2000),
                InvalidRequest("seed_range", "seed", low=0, high=2**32 - 1), InvalidRequest("seed_unsupported", "no")]
@@ -297,14 +295,14 @@ def test_job_id_text_of_a_5000_character_id_is_one_short_code_span() -> None:
 
 
 def test_the_hostile_prompt_in_status_is_cut_to_1000_characters() -> None:
-    embed = views.status_embed(hostile(S.PENDING), price_yen=250)
+    embed = views.status_embed(hostile(S.PENDING))
 
     assert 900 <= len(fields(embed)["Prompt"]) <= 1000
     assert fields(embed)["Prompt"].endswith("…")
 
 
 def test_the_role_in_a_refusal_can_only_be_a_number() -> None:
-    assert views.refusal_text(AdmissionRefused("role", None, role=ROLE), "en-US", price_yen=250) == (
+    assert views.refusal_text(AdmissionRefused("role", None, role=ROLE), "en-US") == (
         f"You need the <@&{ROLE}> role to request videos. Nothing was spent.")
     with pytest.raises(ValueError):
-        views.refusal_text(AdmissionRefused("role", None, role="1> @everyone <@123"), "en-US", price_yen=250)
+        views.refusal_text(AdmissionRefused("role", None, role="1> @everyone <@123"), "en-US")
