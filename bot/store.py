@@ -135,6 +135,8 @@ def _job(row: aiosqlite.Row) -> Job:
 
 @dataclass(frozen=True)
 class NewJob:
+    """A request about to be written down; `VideoRequests.record` sets the model and checks the input."""
+
     model: str
     prompt: str
     seed: int | None

@@ -48,7 +48,6 @@ from bot.mp4 import check_mp4
 from bot.pacing import Pacer
 from bot.retry import CREATE_RETRY, NO_RETRY, READ_RETRY, RetryPolicy, retrying
 from bot.service_checks import safe_job_id, shown_id
-from bot.validation import check_seed, clean_prompt
 
 log = logging.getLogger(__name__)
 
@@ -246,15 +245,14 @@ class VideoServiceClient:
     # -- public calls -------------------------------------------------------------------------
 
     async def create(self, prompt: str, seed: int | None = None, model: VideoModel = DEFAULT_MODEL) -> RemoteJob:
-        """Submit one job. Raises InvalidRequest before sending anything when the input cannot succeed.
+        """Submit one job, as given: the input was checked once, by `VideoRequests` (bot/validation.py's rules).
 
         After a 202: UnusableJobId when the id cannot be used (accepted and charged: never poll it),
         OutcomeUnknown when the answer cannot be read at all.
         """
-        body: dict[str, Any] = {"prompt": clean_prompt(prompt)}
-        checked_seed = check_seed(seed, model)
-        if checked_seed is not None:
-            body["seed"] = checked_seed
+        body: dict[str, Any] = {"prompt": prompt}
+        if seed is not None:
+            body["seed"] = seed
         return await self._retrying(self._create_retry, lambda: self._create_once(model, body), "create")
 
     async def get_job(self, job_id: str, *, retry: bool = True) -> RemoteJob:

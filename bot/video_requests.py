@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,18 +36,9 @@ log = logging.getLogger(__name__)
 INTERACTION_TOKEN_SECONDS = 15 * 60
 
 
-@dataclass(frozen=True)
-class VideoRequest:
-    prompt: str
-    seed: int | None
-    user_id: int
-    guild_id: int | None
-    channel_id: int
-    locale: str
-    role_ids: Collection[int] = ()
-    upload_limit_bytes: int | None = None
-    interaction_token: str | None = None
-    interaction_created_at: float | None = None
+def interaction_expiry(created_at: float) -> float:
+    """When an interaction's token stops working."""
+    return created_at + INTERACTION_TOKEN_SECONDS
 
 
 def _reason(exc: BaseException) -> str:
@@ -88,30 +79,17 @@ class VideoRequests:
         """Raises InvalidRequest for input that cannot succeed; cheap enough to run before deferring."""
         return clean_prompt(prompt), check_seed(seed, self.model)
 
-    async def submit(self, request: VideoRequest) -> Job:
+    async def submit(self, request: NewJob, role_ids: Collection[int] = ()) -> Job:
         """`record` then `send`, for callers with no interaction to acknowledge in between."""
-        return await self.send(await self.record(request))
+        return await self.send(await self.record(request, role_ids))
 
-    async def record(self, request: VideoRequest) -> Job:
+    async def record(self, request: NewJob, role_ids: Collection[int] = ()) -> Job:
         """Write the request down (guardrails checked in the same transaction); nothing is sent yet."""
         prompt, seed = self.validate(request.prompt, request.seed)
-        guardrails.check_place(self._settings, request.channel_id, request.role_ids)
-        now = self._clock()
-        created = request.interaction_created_at
+        guardrails.check_place(self._settings, request.channel_id, role_ids)
         return await self._store.add_submission(
-            NewJob(
-                model=self.model.id,
-                prompt=prompt,
-                seed=seed,
-                user_id=request.user_id,
-                guild_id=request.guild_id,
-                channel_id=request.channel_id,
-                locale=request.locale,
-                upload_limit_bytes=request.upload_limit_bytes,
-                interaction_token=request.interaction_token,
-                interaction_expires_at=(created + INTERACTION_TOKEN_SECONDS) if created is not None else None,
-            ),
-            guardrails.admission(self._settings, now, self.model.price_yen),
+            replace(request, model=self.model.id, prompt=prompt, seed=seed),
+            guardrails.admission(self._settings, self._clock(), self.model.price_yen),
         )
 
     async def send(self, job: Job) -> Job:

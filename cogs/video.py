@@ -11,9 +11,10 @@ from discord.ext import commands
 from bot import views
 from bot.i18n import described
 from bot.models import DEFAULT_MODEL
+from bot.store import NewJob
 from bot.tree import respond
 from bot.validation import MAX_PROMPT_CHARS, MAX_SEED, MIN_SEED
-from bot.video_requests import VideoRequest
+from bot.video_requests import interaction_expiry
 
 if TYPE_CHECKING:
     from bot.video_bot import VideoBot
@@ -37,28 +38,29 @@ class VideoCog(commands.Cog):
         prompt: app_commands.Range[str, 1, MAX_PROMPT_CHARS],
         seed: app_commands.Range[int, MIN_SEED, MAX_SEED] | None = None,
     ) -> None:
-        # Input that cannot succeed is refused before anything else: no row, no request, no cost.
-        self.bot.requests.validate(prompt, seed)
+        # Input that cannot succeed is refused by `record` before anything else: no row, no request, no cost.
         member = interaction.user
         roles = [role.id for role in member.roles] if isinstance(member, discord.Member) else []
         # Written down before the acknowledgement: every request the member saw acknowledged exists,
         # so a crash at any later instant still ends with a final message for it.
-        job = await self.bot.requests.record(
-            VideoRequest(
+        requests = self.bot.requests
+        job = await requests.record(
+            NewJob(
+                model=requests.model.id,
                 prompt=prompt,
                 seed=seed,
                 user_id=member.id,
                 guild_id=interaction.guild_id,
                 channel_id=interaction.channel_id or 0,
                 locale=interaction.locale.value,
-                role_ids=roles,
                 upload_limit_bytes=interaction.filesize_limit,
                 interaction_token=interaction.token,
-                interaction_created_at=interaction.created_at.timestamp(),
-            )
+                interaction_expires_at=interaction_expiry(interaction.created_at.timestamp()),
+            ),
+            role_ids=roles,
         )
         await interaction.response.defer(ephemeral=True, thinking=True)
-        job = await self.bot.requests.send(job)
+        job = await requests.send(job)
         message = await respond(interaction, embed=views.receipt_embed(job))
         if message is not None:
             await self.bot.requests.remember_reply(job, message.id)

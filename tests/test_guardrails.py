@@ -10,9 +10,9 @@ import pytest
 from bot import guardrails, views
 from bot.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
-from bot.store import AdmissionRefused, JobState, JobStore
+from bot.store import AdmissionRefused, JobState, JobStore, NewJob
 from bot.video_client import VideoServiceClient
-from bot.video_requests import VideoRequest, VideoRequests
+from bot.video_requests import VideoRequests
 
 BASE_ENV = {"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k"}
 
@@ -29,9 +29,9 @@ class Clock:
         return self.now
 
 
-def request(user_id: int = 1, guild_id: int = 10, channel_id: int = 100, roles: tuple[int, ...] = ()) -> VideoRequest:
-    return VideoRequest(prompt="a fox", seed=None, user_id=user_id, guild_id=guild_id, channel_id=channel_id,
-                        locale="en-US", role_ids=roles)
+def request(user_id: int = 1, guild_id: int = 10, channel_id: int = 100) -> NewJob:
+    return NewJob(model="", prompt="a fox", seed=None, user_id=user_id, guild_id=guild_id, channel_id=channel_id,
+                  locale="en-US")
 
 
 async def make_requests(
@@ -166,9 +166,9 @@ async def test_refusals_cost_nothing_and_send_nothing(
     clock = Clock(1_800_000_000.0)
     requests, store = await make_requests(tmp_path, sim_client, clock, ALLOWED_CHANNEL_IDS="100",
                                           REQUIRED_ROLE_ID="55")
-    for bad in (request(channel_id=101, roles=(55,)), request(roles=())):
+    for bad, roles in ((request(channel_id=101), (55,)), (request(), ())):
         with pytest.raises(AdmissionRefused):
-            await requests.submit(bad)
+            await requests.submit(bad, roles)
     assert simulator.creates_received == 0 and simulator.key_info_requests == 0 and simulator.spend == 0
     assert await store.ledger() == (0, 0)
     await store.close()
