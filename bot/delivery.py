@@ -11,6 +11,7 @@ import discord
 from discord.abc import Messageable
 
 from bot import transcode, views
+from bot.logs import job_fields
 from bot.notices import Notice
 from bot.store import Job
 from bot.worker import Delivery, Undeliverable
@@ -52,7 +53,8 @@ class DiscordDelivery:
                 if not _too_large(exc):
                     raise
                 # The server's real limit is lower than the one recorded: shrink further and try once more.
-                log.warning("upload of %s refused as too large at %d bytes", job.reference, upload.stat().st_size)
+                log.warning("upload of %s refused as too large at %d bytes", job.reference, upload.stat().st_size,
+                            extra=job_fields(job))
                 limit = int(min(limit, upload.stat().st_size) * 0.8)
             finally:
                 if upload != video:
@@ -76,7 +78,8 @@ class DiscordDelivery:
             message = await channel.send(**self._video_message(job, upload, compressed, via_dm=False))
             return Delivery(channel_id=message.channel.id, message_id=message.id, compressed=compressed)
         except (*_REFUSED, Undeliverable) as exc:
-            log.warning("channel %d refused %s (%s); trying a DM", job.channel_id, job.reference, exc)
+            log.warning("channel %d refused %s (%s); trying a DM", job.channel_id, job.reference, exc,
+                        extra=job_fields(job))
         try:
             dm = await self._client.create_dm(discord.Object(id=job.user_id))
             message = await dm.send(**self._video_message(job, upload, compressed, via_dm=True))
@@ -107,7 +110,8 @@ class DiscordDelivery:
             except discord.HTTPException as exc:
                 if not _final_refusal(exc):
                     raise
-                log.info("the interaction of %s is gone (%s); telling in the channel", job.reference, exc.status)
+                log.info("the interaction of %s is gone (%s); telling in the channel", job.reference, exc.status,
+                         extra=job_fields(job))
         # Even for `undeliverable`: a channel that refused the file (too large, no attach permission)
         # may still take text, and the message says "could not be posted here".
         try:
@@ -115,7 +119,8 @@ class DiscordDelivery:
             await channel.send(text, allowed_mentions=mentions)
             return
         except (*_REFUSED, Undeliverable) as exc:
-            log.warning("channel %d refused news about %s (%s); trying a DM", job.channel_id, job.reference, exc)
+            log.warning("channel %d refused news about %s (%s); trying a DM", job.channel_id, job.reference, exc,
+                        extra=job_fields(job))
         try:
             dm = await self._client.create_dm(discord.Object(id=job.user_id))
             await dm.send(text, allowed_mentions=mentions)

@@ -22,6 +22,7 @@ from bot.errors import (
     UnusableJobId,
     VideoServiceError,
 )
+from bot.logs import job_fields
 from bot.models import DEFAULT_MODEL, VideoModel
 from bot.notices import Notice, SubmissionKind
 from bot.retry import RECORD_RETRY, RetryPolicy, retrying
@@ -123,7 +124,8 @@ class VideoRequests:
             raise self._failed(job, "busy", str(exc)) from exc
         except UnusableJobId as exc:
             # Accepted and charged, but the id is not safe to use: never polled, the requester gets it for support.
-            log.error("request %s accepted with an unusable job id %s (%d yen)", job.reference, exc.shown, price)
+            log.error("request %s accepted with an unusable job id %s (%d yen)", job.reference, exc.shown, price,
+                      extra=job_fields(job))
             failed = await self._store.mark_charged_unusable(job.id, price, exc.shown)
             raise self._failed(job, "charged_unusable", failed.last_error or exc.shown,
                                    service_job_id=exc.shown) from exc
@@ -135,18 +137,18 @@ class VideoRequests:
             await self._store.transition(job.id, JobState.UNKNOWN, last_error=type(exc).__name__)
             raise
         # Logged before the write: if the write fails, the operator can still trace the charge.
-        log.info("request %s accepted as job %s (%d yen)", job.reference, remote.id, price)
+        log.info("request %s accepted as job %s (%d yen)", job.reference, remote.id, price, extra=job_fields(job))
         next_poll_at = self._clock() + self._settings.poll_interval_seconds
         try:
             accepted = await self._store.mark_accepted(job.id, remote.id, price, next_poll_at)
         except StoreUnavailable as exc:
             log.error("request %s: job %s was accepted and charged %d yen but could not be recorded (%s); "
-                      "retrying the write", job.reference, remote.id, price, exc)
+                      "retrying the write", job.reference, remote.id, price, exc, extra=job_fields(job))
             self._spawn(self._record_later(job, remote.id, next_poll_at), f"record-{job.id}")
             raise self._failed(job, "charged_unrecorded", remote.id, service_job_id=remote.id) from exc
         if accepted.state == JobState.FAILED:
             log.error("request %s: the service returned job id %s again (%s); charged %d yen, not polled",
-                      job.reference, remote.id, accepted.last_error, price)
+                      job.reference, remote.id, accepted.last_error, price, extra=job_fields(job))
             raise self._failed(
                 job, "charged_unusable", accepted.last_error or remote.id, service_job_id=remote.id
             )
@@ -169,10 +171,10 @@ class VideoRequests:
         except StoreUnavailable:
             log.error("request %s: job %s (charged %d yen) could not be recorded within %.0f s; the requester is "
                       "told to give support the job id", job.reference, service_job_id, self.model.price_yen,
-                      self._record_retry.deadline)
+                      self._record_retry.deadline, extra=job_fields(job))
             self._tell(replace(job, service_job_id=service_job_id), "unrecorded")
             return
-        log.info("request %s: job %s recorded after all", job.reference, service_job_id)
+        log.info("request %s: job %s recorded after all", job.reference, service_job_id, extra=job_fields(job))
         if accepted.state == JobState.PENDING:
             self._on_accepted(accepted)
 

@@ -34,6 +34,7 @@ from bot.errors import (
     VideoServiceError,
 )
 from bot.lifecycle import SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
+from bot.logs import job_fields
 from bot.notices import Notice
 from bot.retry import DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY, RetryPolicy, retrying
 from bot.store import Job, JobState, JobStore, StoreUnavailable
@@ -216,7 +217,8 @@ class JobWorker:
         ):
             if job.id in self._finishing:
                 continue
-            log.info("telling the requester of %s (%s) what became of it", job.reference, job.state)
+            log.info("telling the requester of %s (%s) what became of it", job.reference, job.state,
+                     extra=job_fields(job))
             told += await self._finalize(job, FINAL_NOTICE[job.state], via_interaction=True)
         return told
 
@@ -289,7 +291,7 @@ class JobWorker:
             return
         except (ServerError, ServiceUnreachable, ProtocolError, Rejected) as exc:
             # Free to retry at the next slot. The job stays as it is.
-            log.warning("polling %s (%s) failed: %s", job.reference, job.service_job_id, exc)
+            log.warning("polling %s (%s) failed: %s", job.reference, job.service_job_id, exc, extra=job_fields(job))
             await self._store.update(job.id, last_error=str(exc), next_poll_at=self._next_slot(self._clock()))
             await self._check_age(job)
             return
@@ -299,7 +301,7 @@ class JobWorker:
         if remote.ignored_paths and job.id not in self._told_paths:
             self._told_paths.add(job.id)
             log.warning("%s (%s): not following the paths the service sent: %s", job.reference,
-                        job.service_job_id, ", ".join(remote.ignored_paths))
+                        job.service_job_id, ", ".join(remote.ignored_paths), extra=job_fields(job))
         answered = self._clock()
         later: dict[str, float] = {}
         if claimed is None or claimed - answered < self._config.poll_interval:
@@ -312,7 +314,7 @@ class JobWorker:
             job = await self._store.transition(
                 job.id, S.FAILED, finished_at=self._clock(), last_error="the job failed at the video service"
             )
-            log.warning("job %s (%s) failed at the service", job.reference, job.service_job_id)
+            log.warning("job %s (%s) failed at the service", job.reference, job.service_job_id, extra=job_fields(job))
             await self._finalize(job, "failed")
             await self._show_progress(job)
         else:
@@ -327,7 +329,7 @@ class JobWorker:
         age = self._clock() - (job.accepted_at or job.created_at)
         if age >= self._config.give_up_after:
             job = await self._store.transition(job.id, S.STALLED, last_error="no result after the time limit")
-            log.warning("job %s (%s) stalled", job.reference, job.service_job_id)
+            log.warning("job %s (%s) stalled", job.reference, job.service_job_id, extra=job_fields(job))
             await self._finalize(job, "stalled")
             await self._show_progress(job)
         elif age >= self._config.slow_after and not job.slow_notice_sent:
@@ -357,7 +359,7 @@ class JobWorker:
                     job = await self._step_failed(job, exc, downloading=downloading)
         except StoreUnavailable:
             # The job stays where the database last has it; resume() picks it up after a restart.
-            log.exception("%s: the database failed while finishing it", job.reference)
+            log.exception("%s: the database failed while finishing it", job.reference, extra=job_fields(job))
         finally:
             self._finishing.discard(job.id)
 
@@ -373,13 +375,13 @@ class JobWorker:
         if policy.allows(attempts, now - since, delay):
             expected = isinstance(exc, (VideoServiceError, discord.HTTPException))
             log.warning("%s of %s failed (attempt %d of %d): %s; retrying in %.0f s", what, job.reference, attempts,
-                        policy.attempts, reason, delay, exc_info=None if expected else exc)
+                        policy.attempts, reason, delay, exc_info=None if expected else exc, extra=job_fields(job))
             job = await self._store.update(job.id, step_attempts=attempts, step_failing_since=since,
                                            last_error=f"{what} failed: {reason}")
             await asyncio.sleep(delay)
             return job
         log.error("%s of %s failed %d times over %.0f s; giving up: %s", what, job.reference, attempts, now - since,
-                  reason)
+                  reason, extra=job_fields(job))
         if downloading:
             job = await self._store.transition(
                 job.id, S.FAILED, step_attempts=attempts, last_error=f"the video could not be downloaded: {reason}"
@@ -397,7 +399,8 @@ class JobWorker:
         """No room for the video: wait (it is safe at the service for now), say so, and stop in time."""
         waited = self._clock() - (job.finished_at or job.updated_at)
         if waited >= self._config.storage_wait_limit:
-            log.error("%s: still no disk space for the video after %.0f s; giving up (%s)", job.reference, waited, exc)
+            log.error("%s: still no disk space for the video after %.0f s; giving up (%s)", job.reference, waited, exc,
+                      extra=job_fields(job))
             job = await self._store.transition(
                 job.id, S.FAILED, last_error="the bot had no disk space to keep the video in time"
             )
@@ -405,7 +408,7 @@ class JobWorker:
             await self._show_progress(job)
             return job
         log.warning("%s: no disk space for the video (%s); waiting %.0f s (waited %.0f s so far)", job.reference,
-                    exc, self._config.storage_retry_seconds, waited)
+                    exc, self._config.storage_retry_seconds, waited, extra=job_fields(job))
         if waited >= self._config.storage_notice_after and not job.waiting_notice_sent:
             job = await self._store.update(job.id, waiting_notice_sent=1)
             await self._announce(job, "storage_wait")
@@ -416,7 +419,7 @@ class JobWorker:
         assert job.service_job_id is not None
         destination = self._config.storage_dir / f"{job.id}.mp4"
         size = await self._client.download(job.service_job_id, destination, max_bytes=self._config.max_download_bytes)
-        log.info("downloaded %s (%d bytes)", job.reference, size)
+        log.info("downloaded %s (%d bytes)", job.reference, size, extra=job_fields(job))
         job = await self._store.transition(
             job.id, S.DOWNLOADED, file_path=str(destination), step_attempts=0, step_failing_since=None
         )
@@ -429,7 +432,8 @@ class JobWorker:
         try:
             delivery = await self._deliverer.deliver(job, video)
         except Undeliverable as exc:
-            log.warning("%s could not be delivered: %s; the file stays at %s", job.reference, exc, video)
+            log.warning("%s could not be delivered: %s; the file stays at %s", job.reference, exc, video,
+                        extra=job_fields(job))
             job = await self._store.transition(job.id, S.UNDELIVERABLE, last_error=str(exc))
             await self._finalize(job, "undeliverable")
             await self._show_progress(job)
@@ -438,7 +442,7 @@ class JobWorker:
             job.id, S.DELIVERED, delivered_channel_id=delivery.channel_id, delivered_message_id=delivery.message_id,
             told_at=self._clock(), step_attempts=0, step_failing_since=None,
         )
-        log.info("delivered %s as message %d", job.reference, delivery.message_id)
+        log.info("delivered %s as message %d", job.reference, delivery.message_id, extra=job_fields(job))
         if not self._config.keep_delivered_videos and not delivery.compressed:
             # A compressed copy was posted: the original stays for the operator.
             video.unlink(missing_ok=True)
@@ -460,7 +464,7 @@ class JobWorker:
             await self._store.update(job.id, notice_attempts=job.notice_attempts + 1)
             if job.notice_attempts + 1 >= self._config.notice_rounds:
                 log.error("gave up telling the requester of %s about %s after %d rounds", job.reference, event,
-                          job.notice_attempts + 1)
+                          job.notice_attempts + 1, extra=job_fields(job))
             return 0
         await self._store.mark_told(job.id)
         return 1
@@ -476,10 +480,11 @@ class JobWorker:
             )
         except Undeliverable as exc:
             # The channel and the DMs both refused (DMs closed is Discord's 50007): expected, one line.
-            log.warning("could not tell the requester of %s about %s: %s", job.reference, event, exc)
+            log.warning("could not tell the requester of %s about %s: %s", job.reference, event, exc,
+                        extra=job_fields(job))
             return False
         except Exception:
-            log.exception("could not tell the requester of %s about %s", job.reference, event)
+            log.exception("could not tell the requester of %s about %s", job.reference, event, extra=job_fields(job))
             return False
         return True
 
@@ -489,7 +494,7 @@ class JobWorker:
         try:
             await self._deliverer.show_progress(job)
         except Exception:
-            log.exception("could not update the reply of %s", job.reference)
+            log.exception("could not update the reply of %s", job.reference, extra=job_fields(job))
 
     def _track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from itertools import pairwise
@@ -685,3 +686,25 @@ async def test_no_disk_space_waits_tells_once_and_gives_up_in_time(
     assert "disk space" in (failed.last_error or "")
     assert len(tries) >= 3, "it kept trying while it waited"
     assert failed.step_attempts == 0, "waiting for disk space spends none of the download's attempts"
+
+
+async def test_log_lines_about_a_job_name_its_request_job_server_and_member(
+    make_simulator: SimulatorFactory,
+    http: aiohttp.ClientSession,
+    store: JobStore,
+    make_worker: WorkerFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    job = await submit(store, client)
+    worker = make_worker(store, client, RecordingDeliverer())
+    with caplog.at_level(logging.INFO, logger="bot.worker"):
+        worker.start()
+        await wait_for_states(store, [job.id], [S.DELIVERED])
+    about_the_job = [r for r in caplog.records if r.name == "bot.worker" and job.reference in r.getMessage()]
+    assert about_the_job, "the worker logged nothing about the job"
+    for record in about_the_job:
+        assert (record.request, record.job, record.guild, record.member) == (  # type: ignore[attr-defined]
+            job.reference, job.service_job_id, job.guild_id, job.user_id)
+        assert job.prompt not in record.getMessage()
