@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import shutil
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from unittest.mock import MagicMock
 
 import discord
 import pytest
@@ -360,3 +362,28 @@ async def test_show_progress_edits_the_original_reply(
     requests_before = len(double.requests)
     await delivery.show_progress(replace(job, reply_message_id=None))
     assert len(double.requests) == requests_before
+
+
+async def test_closed_dms_are_an_expected_refusal_logged_in_one_line(
+    double: DiscordDouble,
+    delivery: DiscordDelivery,
+    store: JobStore,
+    video: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    double.forbid_channel(CHANNEL_ID)
+    double.forbid_dm(REQUESTER_ID)
+    job = await downloaded_job(store, video)
+
+    with pytest.raises(Undeliverable) as refused:
+        await delivery.announce(job, "failed")
+    assert "50007" in str(refused.value)
+
+    # The worker's side: one warning, no traceback, and the job counts one more failed round.
+    worker = JobWorker(store, MagicMock(spec=VideoServiceClient), delivery, WorkerConfig(storage_dir=video.parent))
+    with caplog.at_level(logging.WARNING):
+        assert await worker._finalize(job, "failed") == 0
+    [line] = [r for r in caplog.records if "could not tell the requester" in r.getMessage()]
+    assert line.levelno == logging.WARNING and line.exc_info is None
+    assert (await store.get(job.id)).notice_attempts == 1
+
