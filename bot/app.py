@@ -1,6 +1,7 @@
 """The composition root: the one place that builds the bot's parts from its settings.
 
-settings → HTTP session → service client → job store → worker → request handling. The entry point
+settings → HTTP session → service client → job store → worker → request handling (→ the optional
+metrics endpoint, fed by the client's observer and a timing wrapper around the deliverer). The entry point
 (through `VideoBot.setup_hook`), the `check` command, the tests and the benchmark all build the parts
 here; what they swap (clock, retry policies, pacing, the deliverer, a traced session) is a parameter.
 """
@@ -14,10 +15,11 @@ from typing import Any
 
 import aiohttp
 
+from bot.metrics import Metrics, MetricsEndpoint, TimedDeliverer
 from bot.pacing import Pacer, service_pacer
 from bot.settings import Settings
 from bot.store import Job, JobStore
-from bot.video_client import VideoServiceClient
+from bot.video_client import ClientObserver, VideoServiceClient
 from bot.video_requests import VideoRequests
 from bot.worker import Deliverer, JobWorker, WorkerConfig
 
@@ -39,13 +41,16 @@ def build_client(
     *,
     pacer: Pacer | None = None,
     paced: bool = True,
+    observer: ClientObserver | None = None,
     **options: Any,
 ) -> VideoServiceClient:
     """The service client of these settings; `options` override its timeouts and retry policies."""
     if pacer is None and paced:
         pacer = service_pacer(settings.max_requests_per_second)
     options.setdefault("timeout_seconds", settings.http_timeout_seconds)
-    return VideoServiceClient(session, settings.video_api_base_url, settings.video_api_key, pacer=pacer, **options)
+    return VideoServiceClient(
+        session, settings.video_api_base_url, settings.video_api_key, pacer=pacer, observer=observer, **options
+    )
 
 
 @dataclass
@@ -59,8 +64,11 @@ class Services:
     worker: JobWorker
     requests: VideoRequests
     owns_session: bool = True
+    metrics: MetricsEndpoint | None = None
 
     async def close(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.close()
         await self.worker.stop()
         await self.requests.close()
         if self.owns_session:
@@ -77,13 +85,25 @@ async def open_services(
     client: Callable[[aiohttp.ClientSession], VideoServiceClient] | None = None,
     worker: WorkerConfig | None = None,
     on_accepted: Callable[[Job], None] | None = None,
+    metrics: Metrics | None = None,
 ) -> Services:
-    """Open the store, the session and the client, and wire the worker and request handling to them."""
+    """Open the store, the session and the client, and wire the worker and request handling to them.
+
+    With `settings.metrics_port` set, /metrics is served from `metrics` (a new one unless given; a `client`
+    factory wires its own observer to it).
+    """
+    if settings.metrics_port is None:
+        metrics = None
+    elif metrics is None:
+        metrics = Metrics()
     store = await JobStore.open(settings.database_path, clock=clock)
     owns_session = session is None
     http = session if session is not None else aiohttp.ClientSession()
+    endpoint: MetricsEndpoint | None = None
     try:
-        service = client(http) if client is not None else build_client(settings, http)
+        service = client(http) if client is not None else build_client(settings, http, observer=metrics)
+        if metrics is not None:
+            deliverer = TimedDeliverer(deliverer, metrics, clock)
         job_worker = JobWorker(store, service, deliverer, worker or worker_config(settings), clock=clock)
 
         def accepted(job: Job) -> None:
@@ -92,9 +112,12 @@ async def open_services(
                 on_accepted(job)
 
         requests = VideoRequests(store, service, settings, on_accepted=accepted, tell=job_worker.tell, clock=clock)
+        if metrics is not None and settings.metrics_port is not None:
+            endpoint = MetricsEndpoint(metrics, store)
+            await endpoint.start(settings.metrics_host, settings.metrics_port)
     except BaseException:
         if owns_session:
             await http.close()
         await store.close()
         raise
-    return Services(settings, http, store, service, job_worker, requests, owns_session)
+    return Services(settings, http, store, service, job_worker, requests, owns_session, endpoint)

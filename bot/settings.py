@@ -56,6 +56,9 @@ class Settings:
     budget_timezone: str = "Asia/Tokyo"
     allowed_channel_ids: frozenset[int] = frozenset()
     required_role_id: int | None = None
+    # The Prometheus endpoint (/metrics) is off unless a port is set; loopback only unless told otherwise.
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     @property
     def zone(self) -> ZoneInfo:
@@ -138,6 +141,13 @@ def _log_format(text: str) -> str:
     return lowered
 
 
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise ValueError(text)
+    return value
+
+
 def _id_set(text: str) -> frozenset[int]:
     return frozenset(_positive_int(part.strip()) for part in text.split(",") if part.strip())
 
@@ -189,6 +199,8 @@ def read_settings(env: Mapping[str, str]) -> Settings:
             "ALLOWED_CHANNEL_IDS", frozenset(), _id_set, "a comma-separated list of channel ids"
         ),
         required_role_id=r.parsed("REQUIRED_ROLE_ID", None, _positive_int, "a role id: digits only"),
+        metrics_port=r.parsed("METRICS_PORT", None, _port, "a TCP port from 1 to 65535"),
+        metrics_host=r.raw("METRICS_HOST") or "127.0.0.1",
     )
     if r.problems:
         raise SettingsError(r.problems)

@@ -518,6 +518,11 @@ class JobStore:
         )
         return (int(row[0]), int(row[1])) if row else (0, 0)
 
+    async def state_counts(self) -> dict[JobState, int]:
+        """How many jobs are in each state (states with none are left out), read from the state index."""
+        async with self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state") as cursor:
+            return {JobState(row[0]): int(row[1]) for row in await cursor.fetchall()}
+
     async def _one(self, sql: str, params: Sequence[Any]) -> aiosqlite.Row | None:
         async with self._db.execute(sql, tuple(params)) as cursor:
             return await cursor.fetchone()

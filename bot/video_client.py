@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import aiohttp
@@ -90,6 +90,27 @@ class KeyInfo:
     @property
     def available(self) -> int | None:
         return None if self.max_budget is None else self.max_budget - self.spend
+
+
+class ClientObserver(Protocol):
+    """Told what the client does (the metrics). `endpoint` is create, status, download or key_info, never a path."""
+
+    def request_sent(self, endpoint: str) -> None: ...
+
+    def response(self, endpoint: str, status: int) -> None: ...
+
+    def downloaded(self, size: int) -> None: ...
+
+    def key_info_read(self, info: KeyInfo) -> None: ...
+
+
+def _endpoint(method: str, path: str, ours: bool) -> str:
+    if method == "POST":
+        return "create"
+    if path == KEY_INFO_PATH:
+        return "key_info"
+    # Only downloads follow redirects to other hosts.
+    return "download" if not ours or path.endswith("/content") else "status"
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -220,6 +241,7 @@ class VideoServiceClient:
         read_retry: RetryPolicy = READ_RETRY,
         pacer: Pacer | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        observer: ClientObserver | None = None,
     ) -> None:
         self._session = session
         self._base_url = base_url.rstrip("/")
@@ -234,6 +256,7 @@ class VideoServiceClient:
         self._read_retry = read_retry
         self._pacer = pacer
         self._sleep = sleep
+        self._observer = observer
 
     def __repr__(self) -> str:
         return f"<VideoServiceClient base_url={self._base_url!r} key={mask_key(self._api_key)!r}>"
@@ -280,10 +303,16 @@ class VideoServiceClient:
             if response.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
                 announced = None
             _check_free_space(destination.parent, max_bytes if announced is None else announced)
-            return await _save(response, destination, announced, max_bytes)
+            size = await _save(response, destination, announced, max_bytes)
+        if self._observer is not None:
+            self._observer.downloaded(size)
+        return size
 
     async def key_info(self) -> KeyInfo:
-        return await self._retrying(self._read_retry, self._key_info_once, "key info")
+        info = await self._retrying(self._read_retry, self._key_info_once, "key info")
+        if self._observer is not None:
+            self._observer.key_info_read(info)
+        return info
 
     # -- one attempt each ---------------------------------------------------------------------
 
@@ -351,6 +380,9 @@ class VideoServiceClient:
         headers = dict(kwargs.pop("headers", {}))
         if ours:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        endpoint = _endpoint(method, url.path, ours)
+        if self._observer is not None:
+            self._observer.request_sent(endpoint)
         async with self._session.request(
             method,
             url,
@@ -359,6 +391,8 @@ class VideoServiceClient:
             **kwargs,
         ) as response:
             log.debug("%s %s -> %d", method, shown, response.status)
+            if self._observer is not None:
+                self._observer.response(endpoint, response.status)
             yield response
 
     @contextlib.asynccontextmanager

@@ -24,6 +24,7 @@ def test_defaults() -> None:
     assert s.video_cooldown_seconds == 60.0 and s.max_active_jobs_per_user == 2
     assert s.guild_daily_budget_yen is None and s.budget_timezone == "Asia/Tokyo"
     assert s.allowed_channel_ids == frozenset() and s.required_role_id is None
+    assert s.metrics_port is None and s.metrics_host == "127.0.0.1"
 
 
 def test_values_are_parsed() -> None:
@@ -33,6 +34,15 @@ def test_values_are_parsed() -> None:
     assert s.poll_interval_seconds == 0.5 and s.discord_guild_id == 123 and s.log_level == "DEBUG"
     assert s.keep_delivered_videos is True and s.allowed_channel_ids == {1, 2, 3}
     assert s.guild_daily_budget_yen == 5000 and s.budget_timezone == "UTC"
+
+
+def test_metrics_endpoint_settings() -> None:
+    s = read_settings({**REQUIRED, "METRICS_PORT": "9108", "METRICS_HOST": "0.0.0.0"})
+    assert s.metrics_port == 9108 and s.metrics_host == "0.0.0.0"
+    for bad in ("0", "65536", "http", "-1"):
+        with pytest.raises(SettingsError) as error:
+            read_settings({**REQUIRED, "METRICS_PORT": bad})
+        assert error.value.problems == ["METRICS_PORT must be a TCP port from 1 to 65535"]
 
 
 def test_every_problem_is_listed_at_once_without_secret_values() -> None:
