@@ -267,7 +267,18 @@ class VideoServiceClient:
 
     # -- public calls -------------------------------------------------------------------------
 
-    async def create(self, prompt: str, seed: int | None = None, model: VideoModel = DEFAULT_MODEL) -> RemoteJob:
+    async def take_turn(self) -> None:
+        """Wait for the pacer now, so that a create sent next with `turn_taken=True` leaves at once.
+
+        The caller records "sending" only after this wait: a stop while waiting then leaves a request
+        that was never sent, not one whose outcome is unknown.
+        """
+        if self._pacer is not None:
+            await self._pacer.wait()
+
+    async def create(
+        self, prompt: str, seed: int | None = None, model: VideoModel = DEFAULT_MODEL, *, turn_taken: bool = False
+    ) -> RemoteJob:
         """Submit one job, as given: the input was checked once, by `VideoRequests` (bot/validation.py's rules).
 
         After a 202: UnusableJobId when the id cannot be used (accepted and charged: never poll it),
@@ -276,7 +287,15 @@ class VideoServiceClient:
         body: dict[str, Any] = {"prompt": prompt}
         if seed is not None:
             body["seed"] = seed
-        return await self._retrying(self._create_retry, lambda: self._create_once(model, body), "create")
+        attempts = 0
+
+        async def attempt() -> RemoteJob:
+            nonlocal attempts
+            attempts += 1
+            # The first attempt's turn may have been taken already; a retry waits for a new one.
+            return await self._create_once(model, body, paced=not (turn_taken and attempts == 1))
+
+        return await self._retrying(self._create_retry, attempt, "create")
 
     async def get_job(self, job_id: str, *, retry: bool = True) -> RemoteJob:
         path = job_path(job_id)
@@ -316,9 +335,9 @@ class VideoServiceClient:
 
     # -- one attempt each ---------------------------------------------------------------------
 
-    async def _create_once(self, model: VideoModel, body: dict[str, Any]) -> RemoteJob:
+    async def _create_once(self, model: VideoModel, body: dict[str, Any], *, paced: bool = True) -> RemoteJob:
         try:
-            async with self._request("POST", self._url(model.create_path), json=body) as response:
+            async with self._request("POST", self._url(model.create_path), paced=paced, json=body) as response:
                 if response.status == 202:
                     try:
                         payload = await _read_json(response, "create")
@@ -368,10 +387,12 @@ class VideoServiceClient:
         )
 
     @contextlib.asynccontextmanager
-    async def _request(self, method: str, url: URL, **kwargs: Any) -> AsyncIterator[aiohttp.ClientResponse]:
+    async def _request(
+        self, method: str, url: URL, *, paced: bool = True, **kwargs: Any
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
         """One request, redirects not followed; the key goes only to the service's own origin."""
         ours = _origin(url) == self._origin
-        if ours and self._pacer is not None:
+        if ours and paced and self._pacer is not None:
             await self._pacer.wait()
         # Another host's URL may hold signed tokens in its path or query: log only its host.
         shown = url.path if ours else f"{url.scheme}://{url.host} (redirected)"

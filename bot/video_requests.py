@@ -105,6 +105,9 @@ class VideoRequests:
         if info.max_budget is not None and info.max_budget - info.spend < price:
             await self._store.transition(job.id, JobState.REJECTED, last_error="the budget cannot pay for it")
             raise BudgetTooLow(info.spend, info.max_budget, price, job_id=job.id)
+        # The create's turn under the service's rate limit is taken before the write-ahead, so a stop
+        # while waiting for it leaves a request that was never sent (interrupted, nothing spent).
+        await self._client.take_turn()
         try:
             job = await self._store.transition(job.id, JobState.SUBMITTING)
         except StoreUnavailable as exc:
@@ -115,7 +118,7 @@ class VideoRequests:
     async def _create_once(self, job: Job, prompt: str, seed: int | None) -> Job:
         price = self.model.price_yen
         try:
-            remote = await self._client.create(prompt, seed, self.model)
+            remote = await self._client.create(prompt, seed, self.model, turn_taken=True)
         except Rejected as exc:
             await self._store.transition(job.id, JobState.REJECTED, last_error=exc.reason)
             raise self._failed(job, "rejected", exc.reason) from exc

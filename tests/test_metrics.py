@@ -17,8 +17,7 @@ from bot.app import Services, open_services, worker_config
 from bot.metrics import STALL_WINDOW_SECONDS, Metrics
 from bot.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
-from bot.store import Job, JobState
-from bot.video_requests import VideoRequest
+from bot.store import Job, JobState, NewJob
 from bot.worker import Delivery
 from tests.conftest import SIM_KEY
 from tests.worker_helpers import CHANNEL_ID, GUILD_ID, REQUESTER_ID, RecordingDeliverer, ShiftedClock, wait_for_states
@@ -85,9 +84,9 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
 
 
-def request(prompt: str = "a paper boat on a rainy street") -> VideoRequest:
-    return VideoRequest(prompt=prompt, seed=7, user_id=REQUESTER_ID, guild_id=GUILD_ID, channel_id=CHANNEL_ID,
-                        locale="en-US")
+def request(prompt: str = "a paper boat on a rainy street") -> NewJob:
+    return NewJob(model="", prompt=prompt, seed=7, user_id=REQUESTER_ID, guild_id=GUILD_ID, channel_id=CHANNEL_ID,
+                  locale="en-US")
 
 
 async def run_one_job(services: Services, sim: VideoServiceSimulator) -> Job:

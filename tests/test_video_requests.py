@@ -1,0 +1,48 @@
+"""VideoRequests: what a /video does between the interaction and the worker."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aiohttp
+
+from bot.app import build_client
+from bot.pacing import Pacer
+from bot.retry import CREATE_RETRY, READ_RETRY
+from bot.simulator import VideoServiceSimulator
+from bot.store import JobState, JobStore, NewJob
+from bot.video_requests import VideoRequests
+from tests.cogs.helpers import bot_settings
+from tests.conftest import SIM_KEY
+
+
+def request(prompt: str) -> NewJob:
+    return NewJob(model="", prompt=prompt, seed=None, user_id=1, guild_id=10, channel_id=100)
+
+
+async def test_a_request_waiting_for_its_turn_is_not_yet_sending(
+    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """A stop while a create waits for the rate limiter must leave `received` (interrupted, 0 yen), not `unknown`."""
+    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
+                            MAX_ACTIVE_JOBS_PER_USER="10")
+    store = await JobStore.open(settings.database_path)
+    slow = Pacer(1.0)  # one request a second: each create waits for its turn
+    client = build_client(settings, http_session, pacer=slow, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
+    requests = VideoRequests(store, client, settings)
+    try:
+        first = await requests.record(request("first"))
+        second = await requests.record(request("second"))
+        sending = [asyncio.create_task(requests.send(job)) for job in (first, second)]
+        # Turns, 1 s apart: key info 1 (0 s), key info 2 (1 s), create 1 (2 s), create 2 (3 s). At 1.5 s
+        # both budgets were read and both creates are waiting for their turn.
+        await asyncio.sleep(1.5)
+        states = {job.id: (await store.get(job.id)).state for job in (first, second)}
+        assert states == {first.id: JobState.RECEIVED, second.id: JobState.RECEIVED}, "sending before its turn came"
+        assert simulator.creates_received == 0
+        await asyncio.gather(*sending)
+        assert {(await store.get(job.id)).state for job in (first, second)} == {JobState.PENDING}
+        assert simulator.creates_received == 2
+    finally:
+        await store.close()
