@@ -400,7 +400,15 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("check", help="check the settings, the database, the disk, the video service and Discord")
     backup_parser = commands.add_parser("backup", help="copy the database while the bot may be running")
     backup_parser.add_argument("path", type=Path, help="the backup file, or a directory to put a dated one in")
+    demo_parser = commands.add_parser("demo", help="see the bot work against local stand-ins: no account, no key")
+    demo_parser.add_argument("--out", type=Path, default=Path("demo-output"), metavar="DIR",
+                             help="where to save the demo's video (default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.command == "demo":
+        # Imported here only: the normal start-up never loads the demo or its Discord stand-in.
+        from bot.demo.launcher import main as demo_main
+
+        return demo_main(args.out)
     setup_logging(logging.INFO)  # until the settings say otherwise
     try:
         settings = load_settings()

@@ -323,7 +323,8 @@ class DiscordDouble:
 
     # ------------------------------------------------------------------ driving the bot
 
-    async def wait_ready(self, timeout: float = 15) -> None:
+    # A plain `timeout` argument keeps the callers (the tests, the demo) short.
+    async def wait_ready(self, timeout: float = 15) -> None:  # noqa: ASYNC109
         try:
             await asyncio.wait_for(self.identified.wait(), timeout)
         except TimeoutError:
@@ -384,7 +385,7 @@ class DiscordDouble:
             roles=roles,
         )
 
-    async def wait_for_callback(self, interaction_id: str, timeout: float = 10) -> dict[str, Any]:
+    async def wait_for_callback(self, interaction_id: str, timeout: float = 10) -> dict[str, Any]:  # noqa: ASYNC109
         """The first callback the bot posted for that interaction (accepted or not)."""
 
         def first() -> dict[str, Any] | None:
@@ -397,7 +398,7 @@ class DiscordDouble:
         self,
         channel_id: int,
         *,
-        timeout: float = 30,
+        timeout: float = 30,  # noqa: ASYNC109
         predicate: Callable[[dict[str, Any]], bool] | None = None,
     ) -> dict[str, Any]:
         """The earliest message stored in that channel (already present ones count) matching predicate."""
@@ -414,7 +415,7 @@ class DiscordDouble:
         self,
         user_id: int,
         *,
-        timeout: float = 30,
+        timeout: float = 30,  # noqa: ASYNC109
         predicate: Callable[[dict[str, Any]], bool] | None = None,
     ) -> dict[str, Any]:
         """Like wait_for_message, for the DM channel with that user (which may not exist yet)."""

@@ -1,9 +1,11 @@
 """Point discord.py at the local Discord double when the launcher asks for it.
 
 Python imports `sitecustomize` at start-up from the first folder on sys.path that has one;
-tests put this folder on PYTHONPATH and set DISCORD_DOUBLE_API_BASE (and optionally
-DISCORD_DOUBLE_GATEWAY), so the bot runs unmodified against the double. Without those
-variables, or without discord.py installed, this module does nothing.
+only the demo launcher and the tests put this folder on PYTHONPATH (through
+`bot.demo.discord_double.subprocess_env`) and set DISCORD_DOUBLE_API_BASE (and optionally
+DISCORD_DOUBLE_GATEWAY), so the bot runs unmodified against the double. The bot's own start-up
+never does: this folder is not a package and nothing imports it. Without those variables, or
+without discord.py installed, this module does nothing.
 """
 
 from __future__ import annotations
