@@ -24,7 +24,6 @@ RUN pip install --require-hashes -r requirements.lock
 # Then the project itself; its dependencies are already in place and pinned.
 COPY pyproject.toml README.md LICENSE ./
 COPY bot ./bot
-COPY cogs ./cogs
 RUN pip install --no-deps .
 
 # Image-owned paths, all inside the volume. compose.yaml sets the same values in `environment:` so that a

@@ -36,7 +36,7 @@ def run_installed(installed: Path, *args: str, cwd: Path) -> subprocess.Complete
 def test_the_install_ships_the_code_and_the_sample_video(installed: Path) -> None:
     assert (installed / "bot" / "__main__.py").exists()
     assert (installed / "bot" / "cogs" / "video.py").exists()
-    assert not (installed / "cogs").exists(), "no generic top-level `cogs` package"
+    assert not (installed / "cogs").exists(), "no generic top-level `cogs` package to collide with"
     sample = installed / "bot" / "simulator" / "assets" / "sample.mp4"
     assert sample.stat().st_size > 10_000
     assert not (installed / "tests").exists()
