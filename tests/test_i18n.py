@@ -129,7 +129,14 @@ def test_descriptions_carry_the_price_in_the_locales_currency() -> None:
 async def test_the_translator_gives_japanese_descriptions_and_leaves_other_locales_alone() -> None:
     translator = CatalogueTranslator()
     text = described("cmd.video", price_yen=250)
-    context = app_commands.TranslationContext(app_commands.TranslationContextLocation.command_description, None)
+
+    async def video(interaction: discord.Interaction) -> None:
+        """Never called: the context names a command, as discord.py's would."""
+
+    command: app_commands.Command[Any, ..., None] = app_commands.Command(
+        name="video", description=text, callback=video)
+    context: app_commands.TranslationContextTypes = app_commands.TranslationContext(
+        app_commands.TranslationContextLocation.command_description, command)
 
     assert text.message == description(EN, "cmd.video", 250)
     assert await translator.translate(text, discord.Locale.japanese, context) == description(JA, "cmd.video", 250)

@@ -82,7 +82,7 @@ async def test_retrying_never_starts_an_attempt_past_the_deadline() -> None:
 
 async def test_retrying_stops_at_the_first_success() -> None:
     time = FakeTime()
-    answers = [Flaky(), Flaky(), "done"]
+    answers: list[Flaky | str] = [Flaky(), Flaky(), "done"]
 
     async def call() -> str:
         answer = answers.pop(0)

@@ -1,5 +1,6 @@
 import asyncio
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ class Clock:
 
 
 @pytest.fixture
-async def store(tmp_path: Path):
+async def store(tmp_path: Path) -> AsyncIterator[JobStore]:
     store = await JobStore.open(tmp_path / "jobs.sqlite3")
     yield store
     await store.close()

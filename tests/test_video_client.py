@@ -8,6 +8,7 @@ import errno
 import gzip
 import json
 import logging
+import shutil
 import struct
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -664,7 +665,7 @@ async def test_too_little_free_space_refuses_before_writing(
         asked.append(Path(path))
         return Usage(10**9, 10**9 - len(SAMPLE), len(SAMPLE))  # the video fits, the margin does not
 
-    monkeypatch.setattr(video_client.shutil, "disk_usage", disk_usage)
+    monkeypatch.setattr(shutil, "disk_usage", disk_usage)  # the one bot.video_client calls
     service.on("GET", CONTENT, mp4_reply())
     destination = tmp_path / "videos" / "1.mp4"
     with pytest.raises(InsufficientStorage) as error:
@@ -682,7 +683,7 @@ async def test_unknown_length_needs_room_for_max_bytes(
         used: int
         free: int
 
-    monkeypatch.setattr(video_client.shutil, "disk_usage", lambda path: Usage(10**12, 0, MAX_BYTES))
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: Usage(10**12, 0, MAX_BYTES))
     service.on("GET", CONTENT, Offer(total=64 * 1024))
     with pytest.raises(InsufficientStorage) as error:
         await client.download("vid_1", tmp_path / "1.mp4", max_bytes=MAX_BYTES)

@@ -60,7 +60,8 @@ def test_requester_only_allows_the_requester_and_nobody_else() -> None:
     assert allowed.replied_user is False
     assert isinstance(allowed.users, list)
     assert [user.id for user in allowed.users] == [REQUESTER]
-    assert allowed.to_dict() == {"parse": [], "users": [REQUESTER]}
+    # dict(): the payload's TypedDict declares every key, but only the ones set are sent.
+    assert dict(allowed.to_dict()) == {"parse": [], "users": [REQUESTER]}
 
 
 MENTIONS = f"@everyone @here look <@{SOMEONE}> <@!{SOMEONE}> <@&{ROLE}> <@123>"
@@ -186,6 +187,20 @@ def hostile(state: JobState) -> Job:
 
 def _builders() -> dict[str, tuple[JobState, Callable[[Job], Built]]]:
     builders: dict[str, tuple[JobState, Callable[[Job], Built]]] = {}
+
+    # Each binds its argument now (not the loop variable's last value) and gives the lambda a type.
+    def delivered(compressed: bool, via_dm: bool) -> Callable[[Job], Built]:
+        return lambda j: views.delivered_text(j, compressed=compressed, via_dm=via_dm)
+
+    def announced(notice: Notice) -> Callable[[Job], Built]:
+        return lambda j: views.announcement_text(j, notice)
+
+    def refused(refusal: AdmissionRefused) -> Callable[[Job], Built]:
+        return lambda j: views.refusal_text(refusal, j.locale)
+
+    def invalid_text(error: InvalidRequest) -> Callable[[Job], Built]:
+        return lambda j: views.invalid_request_text(error, j.locale)
+
     for state in S:
         builders[f"receipt-{state}"] = (state, lambda j: views.receipt_embed(j))
         builders[f"status-{state}"] = (state, lambda j: views.status_embed(j))
@@ -200,12 +215,11 @@ def _builders() -> dict[str, tuple[JobState, Callable[[Job], Built]]]:
         ledger_all=(3, 750), ledger_guild=(1, 250), locale="ja"))
     for compressed in (False, True):
         for via_dm in (False, True):
-            builders[f"delivered-{compressed=}-{via_dm=}"] = (S.DELIVERED, lambda j, c=compressed, d=via_dm: (
-                views.delivered_text(j, compressed=c, via_dm=d)))
+            builders[f"delivered-{compressed=}-{via_dm=}"] = (S.DELIVERED, delivered(compressed, via_dm))
     builders["delivered-ja"] = (S.DELIVERED, lambda j: views.delivered_text(
         dataclasses.replace(j, locale="ja"), compressed=True, via_dm=True))
     for notice in get_args(Notice):
-        builders[f"announce-{notice}"] = (S.FAILED, lambda j, n=notice: views.announcement_text(j, n))
+        builders[f"announce-{notice}"] = (S.FAILED, announced(notice))
     builders["submission-rejected"] = (S.REJECTED, lambda j: views.submission_failed_text(
         SubmissionFailed(j.id, "rejected", j.last_error or "", price_yen=250), "en-US"))
     builders["submission-busy"] = (S.REJECTED, lambda j: views.submission_failed_text(
@@ -216,13 +230,12 @@ def _builders() -> dict[str, tuple[JobState, Callable[[Job], Built]]]:
                 AdmissionRefused("guild_daily_cap", RESETS, spent=4_750, cap=5_000),
                 AdmissionRefused("channel", None), AdmissionRefused("role", None, role=ROLE)]
     for refusal in refusals:
-        builders[f"refusal-{refusal.code}"] = (S.SUBMITTING, lambda j, r=refusal: views.refusal_text(
-            r, j.locale))
+        builders[f"refusal-{refusal.code}"] = (S.SUBMITTING, refused(refusal))
     invalid = [InvalidRequest("prompt_empty", "empty"), InvalidRequest("prompt_too_long", "long", length=5000,
                                                                           limit=2000),
                InvalidRequest("seed_range", "seed", low=0, high=2**32 - 1), InvalidRequest("seed_unsupported", "no")]
     for error in invalid:
-        builders[f"invalid-{error.code}"] = (S.SUBMITTING, lambda j, e=error: views.invalid_request_text(e, j.locale))
+        builders[f"invalid-{error.code}"] = (S.SUBMITTING, invalid_text(error))
     builders["budget"] = (S.SUBMITTING, lambda j: views.budget_text(BudgetTooLow(9_900, 10_000, 250), j.locale))
     builders["job-id-text"] = (S.PENDING, views.job_id_text)
     builders["state-name"] = (S.PENDING, views.state_name)

@@ -80,9 +80,12 @@ class BotProcess:
         return code
 
     async def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
-        if self.process is None or self.process.returncode is not None:
+        if self.process is None:
             self._close_log()
-            return self.process.returncode if self.process else 0
+            return 0
+        if self.process.returncode is not None:
+            self._close_log()
+            return self.process.returncode
         self.process.send_signal(sig)
         return await self.wait_exit()
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from bot.simulator import DEFAULT_VIDEO_PATH, VideoServiceSimulator
 from tests.conftest import SIM_KEY
+from tests.conftest import SimulatorFactory as ServiceFactory
 from tests.discord_double import DiscordDouble
-from tests.e2e.conftest import ServiceFactory
 from tests.e2e.harness import USER_ID, BotProcess
 
 
