@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any, cast
 
 import discord
 import pytest
+from discord import app_commands
 
 from bot.cogs.status import StatusCog
 from bot.store import JobState
@@ -250,6 +253,12 @@ async def test_an_undeliverable_file_over_the_upload_limit_is_not_attached(
 # -- autocomplete ----------------------------------------------------------------------------------
 
 
+async def complete(cog: StatusCog, interaction: Any, current: str) -> list[app_commands.Choice[str]]:
+    # `@status.autocomplete` types the method as an unbound callback; at runtime it is a bound method.
+    method = cast(Callable[[Any, str], Awaitable[list[app_commands.Choice[str]]]], cog.job_id_autocomplete)
+    return await method(interaction, current)
+
+
 async def test_autocomplete_offers_the_callers_recent_jobs_only(stack: Stack, cog: StatusCog) -> None:
     first = await stored_job(stack.store, S.DELIVERED, prompt="a dragon over Kyoto", service_job_id="vid_dragon")
     second = await stored_job(stack.store, S.PENDING, prompt="a snail racing a turtle")
@@ -257,9 +266,9 @@ async def test_autocomplete_offers_the_callers_recent_jobs_only(stack: Stack, co
     await stored_job(stack.store, S.PENDING, guild_id=OTHER_GUILD_ID, prompt="a dragon elsewhere")
     interaction = stack.interaction(cog.status)
 
-    everything = await cog.job_id_autocomplete(interaction, "")
-    dragons = await cog.job_id_autocomplete(interaction, "DRAGON")
-    by_service_id = await cog.job_id_autocomplete(interaction, "vid_drag")
+    everything = await complete(cog, interaction, "")
+    dragons = await complete(cog, interaction, "DRAGON")
+    by_service_id = await complete(cog, interaction, "vid_drag")
 
     assert [choice.value for choice in everything] == [second.reference, first.reference]
     assert everything[0].name == f"{second.reference} · queued · a snail racing a turtle"
@@ -272,7 +281,7 @@ async def test_autocomplete_names_fit_discords_100_characters(stack: Stack, cog:
     for _ in range(30):
         await stored_job(stack.store, S.PENDING, prompt="long " * 100)
 
-    choices = await cog.job_id_autocomplete(stack.interaction(cog.status), "")
+    choices = await complete(cog, stack.interaction(cog.status), "")
 
     assert len(choices) == 25
     assert all(len(choice.name) <= 100 for choice in choices)
