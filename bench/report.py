@@ -98,6 +98,8 @@ def summarise(scenario: Scenario, bot: Mapping[str, Any], sim: Mapping[str, Any]
         "status_over_floor": _round(status_per_job - floor_per_job if floor_per_job is not None else None),
         "creates_per_job": _round(sim["creates_accepted"] / jobs),
         "create_requests_per_job": _round(requests.get("create", 0) / jobs),
+        # The bot checks the key's budget before each create: part of every job's cost.
+        "key_info_per_job": _round(requests.get("key_info", 0) / jobs),
         "downloads_per_job": _round(requests.get("download", 0) / jobs),
         "requests_sent": sum(requests.values()),
         "responses_429": sum(refused.values()),
@@ -281,25 +283,26 @@ def _method(runs: Sequence[Mapping[str, Any]], k: float) -> list[str]:
         f"- Time is compressed by K = {k:g}: job times, the {interval:g} s poll interval, timeouts and back-offs "
         f"are divided by K and rates multiplied by K. Figures are converted back to production seconds.",
         "- Every run is two fresh processes: the service simulator, and the bot's side (the real `JobWorker`, "
-        "`JobStore` on a temporary SQLite file and `VideoServiceClient`, with a recording sink in place of "
-        "Discord). CPU and memory are the bot's process alone; it loads discord.py and every bot module, "
-        "so its memory starts where the bot's does.",
-        "- All jobs are submitted at once through the client's `create`, recorded as the bot records them "
-        f"(first poll one interval after acceptance). Durations are uniform in 60 to 180 s, the same in every run "
-        f"(seed 0); the service network is {network}.",
+        "`JobStore` on a temporary SQLite file, `VideoServiceClient` and `VideoRequests`, built by "
+        "`bot.app.open_services`, with a recording sink in place of Discord). CPU and memory are the bot's "
+        "process alone; it loads discord.py and every bot module, so its memory starts where the bot's does.",
+        "- All jobs are submitted at once through `VideoRequests.submit`, the path of `/video`: the request is "
+        "recorded, the key's budget checked with one `/key/info` request (key info/job), the write-ahead "
+        "written, the create sent, and the first poll set one interval after acceptance. Durations are uniform "
+        f"in 60 to 180 s, the same in every run (seed 0); the service network is {network}.",
         "- The platform limit counts every request over a sliding window of one production second (1/K s of "
         "run time), and answers 429 with `Retry-After` of one production second.",
         "- Ours paces with the bot's `Pacer`, built as the bot builds it (burst shown). Where the platform has "
         f"no limit, the pacer is set to {UNBOUND_PACER_PER_S:g}/s, twice what 1,000 jobs need, so it does not bind.",
         "- The baseline, every tick, polls each active job one after the other and downloads and delivers the "
-        "finished ones inline; a 429 just waits for the next tick. It submits through the same paced client, "
-        "but its loop is not paced.",
+        "finished ones inline; a 429 just waits for the next tick. It submits through the same request path "
+        "and paced client, but its loop polls with an unpaced client.",
         "- Lag: from the moment the service completes a job to the sink receiving the video; `detect` is the "
         "part until a status answer says completed, `post` the rest (download, records, hand-over).",
-        "- CPU per poll: all of the bot's CPU time during the run (creates, polls, downloads, database) divided "
-        "by the status requests. CPU busy: the share of one core used, well below 1 when the loop is not "
-        "CPU-bound. Floor: `ceil(duration / interval)` status requests per job. DB bytes per job: the SQLite "
-        "file after the run.",
+        "- CPU per poll: all of the bot's CPU time during the run (key info, creates, polls, downloads, "
+        "database) divided by the status requests. CPU busy: the share of one core used, well below 1 when the "
+        "loop is not CPU-bound. Floor: `ceil(duration / interval)` status requests per job. DB bytes per job: "
+        "the SQLite file after the run.",
         "",
     ]
 
@@ -312,15 +315,16 @@ def render_markdown(runs: Sequence[Mapping[str, Any]], host: Mapping[str, Any], 
         f"aiohttp {host['aiohttp']}, SQLite {host['sqlite']}. Command: `python -m bench`, K = {k:g}, "
         f"{wall_s:.0f} s of wall time. All figures are production-equivalent.",
         "",
-        "| run | jobs | platform limit | bot pacing | status/job | floor/job | creates/job | downloads/job | "
-        "429s | lag p50 | lag p95 | lag p99 | peak RSS MiB | CPU ms/poll | DB bytes/job | delivered |",
-        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| run | jobs | platform limit | bot pacing | status/job | floor/job | creates/job | key info/job | "
+        "downloads/job | 429s | lag p50 | lag p95 | lag p99 | peak RSS MiB | CPU ms/poll | DB bytes/job | delivered |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         platform_limit, paced = _limit(run)
         lines.append(
             f"| {run['name']} | {run['jobs']:,} | {platform_limit} | {paced} | {_cell(run, 'status_per_job')} | "
-            f"{_cell(run, 'floor_per_job')} | {_cell(run, 'creates_per_job')} | {_cell(run, 'downloads_per_job')} | "
+            f"{_cell(run, 'floor_per_job')} | {_cell(run, 'creates_per_job')} | {_cell(run, 'key_info_per_job')} | "
+            f"{_cell(run, 'downloads_per_job')} | "
             f"{run['responses_429']:,} | {_lag(run, 'p50')} | {_lag(run, 'p95')} | {_lag(run, 'p99')} | "
             f"{_cell(run, 'peak_rss_mib', 1)} | {_cell(run, 'cpu_ms_per_poll', 3)} | "
             f"{_cell(run, 'db_bytes_per_job')} | {run['delivered']:,} |"

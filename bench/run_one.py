@@ -1,10 +1,12 @@
 """The bot's side of one benchmark run: `python -m bench.run_one --base-url URL --loop ours ...`.
 
-Submits every job at once the way the bot does (a `submitting` row, the create request, then the
-accepted row with its first poll one interval later), runs the worker (or the naive loop) until every
-job is delivered to a recording sink, and writes what this process measured to --out as JSON: when
-each video arrived, CPU time, memory and database size. The simulator runs in another process, so
-all of it is the bot's own cost.
+Builds the bot's parts with `bot.app.open_services` from settings of its own (a temporary database
+and video folder, the time-compressed durations passed as parameters), submits every job at once
+through `VideoRequests.submit` as `/video` does (the recorded request, the budget check with
+`/key/info`, the write-ahead, the create), runs the worker (or the naive loop) until every job is
+delivered to a recording sink, and writes what this process measured to --out as JSON: when each
+video arrived, CPU time, memory and database size. The simulator runs in another process, so all of
+it is the bot's own cost.
 """
 
 from __future__ import annotations
@@ -13,14 +15,12 @@ import argparse
 import asyncio
 import contextlib
 import importlib
-import inspect
 import json
 import logging
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,72 +31,90 @@ from bench.baseline import NaiveLoop
 from bench.sim_server import API_KEY
 from bench.sink import RecordingSink
 from bench.timescale import HTTP_TIMEOUT_S, POLL_INTERVAL_S, TimeScale, bot_burst
-from bot.errors import OutcomeUnknown, VideoServiceError
+from bot.app import build_client, open_services, worker_config
+from bot.errors import BotError, SubmissionFailed
 from bot.models import DEFAULT_MODEL
 from bot.pacing import Pacer
-from bot.retry import RetryPolicy
-from bot.store import IN_FLIGHT_STATES, Job, JobState, JobStore, NewJob
+from bot.retry import CREATE_RETRY, READ_RETRY
+from bot.settings import Settings, read_settings
+from bot.store import IN_FLIGHT_STATES, JobState, JobStore, NewJob
 from bot.video_client import VideoServiceClient
-from bot.worker import JobWorker, WorkerConfig
+from bot.video_requests import VideoRequests
+from bot.worker import WorkerConfig
 
 # The bot's process holds discord.py and every bot module; load them so memory starts where the bot's does.
 importlib.import_module("bot.video_bot")
 
 
-def _client_default(name: str) -> RetryPolicy:
-    default = inspect.signature(VideoServiceClient.__init__).parameters[name].default
-    assert isinstance(default, RetryPolicy)
-    return default
+def bench_settings(
+    base_url: str, workdir: Path, scale: TimeScale, *, max_concurrency: int, max_requests_per_second: float | None
+) -> Settings:
+    """The bot's settings for one run, read as the bot reads its environment.
+
+    Production figures, except the poll interval: `VideoRequests` schedules each job's first poll one
+    settings interval after acceptance, so that one is in run time. The rest is compressed where it is
+    used (see `make_client` and `make_worker`).
+    """
+    env = {
+        "DISCORD_TOKEN": "bench-has-no-discord",  # required by the settings; the sink stands in for Discord
+        "VIDEO_API_BASE_URL": base_url,
+        "VIDEO_API_KEY": API_KEY,
+        "DATABASE_PATH": str(workdir / "bot.sqlite3"),
+        "VIDEO_STORAGE_DIR": str(workdir / "videos"),
+        "POLL_INTERVAL_SECONDS": repr(scale.seconds(POLL_INTERVAL_S)),
+        "HTTP_TIMEOUT_SECONDS": repr(HTTP_TIMEOUT_S),
+        "MAX_CONCURRENT_POLLS": str(max_concurrency),
+    }
+    if max_requests_per_second is not None:
+        env["MAX_REQUESTS_PER_SECOND"] = repr(max_requests_per_second)
+    return read_settings(env)
 
 
 def make_client(
-    session: aiohttp.ClientSession, base_url: str, scale: TimeScale, pacer_rate: float | None, burst: int | None
+    settings: Settings, http: aiohttp.ClientSession, scale: TimeScale, *, paced: bool, burst: int | None = None
 ) -> VideoServiceClient:
     """The bot's client with its production timeouts and retries compressed; paced like the bot does it."""
     pacer = None
-    if pacer_rate is not None:
+    if paced:
+        rate = settings.max_requests_per_second
         # A burst is a count of requests: compressing time leaves it as it is.
-        pacer = Pacer(scale.rate(pacer_rate), burst=burst if burst is not None else bot_burst(pacer_rate))
-    return VideoServiceClient(
-        session,
-        base_url,
-        API_KEY,
-        timeout_seconds=scale.seconds(HTTP_TIMEOUT_S),
-        create_retry=scale.retry_policy(_client_default("create_retry")),
-        read_retry=scale.retry_policy(_client_default("read_retry")),
+        pacer = Pacer(scale.rate(rate), burst=burst if burst is not None else bot_burst(rate))
+    return build_client(
+        settings,
+        http,
         pacer=pacer,
+        paced=paced,
+        timeout_seconds=scale.seconds(settings.http_timeout_seconds),
+        create_retry=scale.retry_policy(CREATE_RETRY),
+        read_retry=scale.retry_policy(READ_RETRY),
     )
 
 
-async def submit(
-    store: JobStore, client: VideoServiceClient, index: int, interval: float, on_accepted: Callable[[Job], None]
-) -> str | None:
-    """One /video, as VideoRequests does it; returns the error, or None once accepted."""
-    job = await store.add_submission(
-        NewJob(
-            model=DEFAULT_MODEL.id,
-            prompt=f"benchmark video {index}: a lighthouse at dawn, waves, gulls",
-            seed=index,
-            user_id=index + 1,
-            guild_id=1,
-            channel_id=1,
-        )
-    )
-    job = await store.transition(job.id, JobState.SUBMITTING)
+def make_worker(settings: Settings, scale: TimeScale, tuning: dict[str, float]) -> WorkerConfig:
+    """The worker's config from the settings, every duration compressed; `tuning` sets jitter or claim window."""
+    # The settings' interval is already run time; the worker's production config is compressed as a whole.
+    config = scale.worker_config(worker_config(settings, poll_interval=POLL_INTERVAL_S, **tuning))
+    assert config.poll_interval == settings.poll_interval_seconds
+    return config
+
+
+async def submit(requests: VideoRequests, index: int) -> str | None:
+    """One /video through the bot's request path; returns the error, or None once accepted."""
     try:
-        remote = await client.create(job.prompt, job.seed, DEFAULT_MODEL)
-    except VideoServiceError as exc:
-        state = JobState.UNKNOWN if isinstance(exc, OutcomeUnknown) else JobState.REJECTED
-        await store.transition(job.id, state, last_error=str(exc))
+        await requests.submit(
+            NewJob(
+                model=DEFAULT_MODEL.id,
+                prompt=f"benchmark video {index}: a lighthouse at dawn, waves, gulls",
+                seed=index,
+                user_id=index + 1,  # one request per member: the per-member guardrails never bind
+                guild_id=1,
+                channel_id=1,
+            )
+        )
+    except SubmissionFailed as exc:
+        return f"{type(exc).__name__}({exc.kind})"
+    except BotError as exc:
         return type(exc).__name__
-    accepted = await store.mark_accepted(
-        job.id, remote.id, DEFAULT_MODEL.price_yen, next_poll_at=time.time() + interval
-    )
-    on_accepted(accepted)
-    return None
-
-
-def _nothing(job: Job) -> None:
     return None
 
 
@@ -115,27 +133,30 @@ def _db_bytes(path: Path) -> int:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     scale = TimeScale(args.k)
-    interval = scale.seconds(POLL_INTERVAL_S)
     workdir: Path = args.workdir
-    storage = workdir / "videos"
-    db_path = workdir / "bot.sqlite3"
-    store = await JobStore.open(db_path)
+    settings = bench_settings(
+        args.base_url, workdir, scale, max_concurrency=args.max_concurrency, max_requests_per_second=args.pacer_rate
+    )
+    paced = args.pacer_rate is not None
+    tuning = {name: getattr(args, name) for name in ("jitter", "claim_window") if getattr(args, name) is not None}
     sink = RecordingSink()
-    session = aiohttp.ClientSession()
-    client = make_client(session, args.base_url, scale, args.pacer_rate, args.pacer_burst)
+    services = await open_services(
+        settings,
+        sink,
+        client=lambda http: make_client(settings, http, scale, paced=paced, burst=args.pacer_burst),
+        worker=make_worker(settings, scale, tuning),
+    )
 
     loop_task: asyncio.Task[None] | None = None
-    worker: JobWorker | None = None
-    wake: Callable[[Job], None] = _nothing
-    if args.loop == "ours":
-        config = WorkerConfig(storage_dir=storage, poll_interval=POLL_INTERVAL_S, max_concurrency=args.max_concurrency)
-        tuning = {name: getattr(args, name) for name in ("jitter", "claim_window") if getattr(args, name) is not None}
-        config = replace(config, **tuning)
-        worker = JobWorker(store, client, sink, scale.worker_config(config))
-        wake = worker.wake
-    else:
+    naive: NaiveLoop | None = None
+    if args.loop == "baseline":
+        # Submissions go through the bot's paced client; the naive loop polls with an unpaced one.
         naive = NaiveLoop(
-            store, make_client(session, args.base_url, scale, None, None), sink, storage_dir=storage, interval=interval
+            services.store,
+            make_client(settings, services.session, scale, paced=False),
+            sink,
+            storage_dir=settings.video_storage_dir,
+            interval=settings.poll_interval_seconds,
         )
 
     rss_start = memory.rss_kib()
@@ -143,12 +164,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     peak_reset = memory.reset_peak()
     cpu_start = time.process_time()
     started = time.monotonic()
-    if worker is not None:
-        worker.start()
+    if naive is None:
+        services.worker.start()
     else:
         loop_task = asyncio.create_task(naive.run(), name="naive-loop")
 
-    errors = await asyncio.gather(*(submit(store, client, i, interval, wake) for i in range(args.jobs)))
+    errors = await asyncio.gather(*(submit(services.requests, i) for i in range(args.jobs)))
     accepted = sum(error is None for error in errors)
     sink.expect(accepted)
     timed_out = False
@@ -159,17 +180,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     finished = time.monotonic()
     cpu_s = time.process_time() - cpu_start
     if not timed_out:
-        await _settle(store, scale.seconds(POLL_INTERVAL_S))
+        await _settle(services.store, settings.poll_interval_seconds)
 
-    if worker is not None:
-        await worker.stop()
+    await services.worker.stop()
     if loop_task is not None:
         loop_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await loop_task
-    states = Counter(job.state.value for job in await store.jobs_in_states(tuple(JobState)))
-    await session.close()
-    await store.close()
+    states = Counter(job.state.value for job in await services.store.jobs_in_states(tuple(JobState)))
+    await services.close()
     run_peak = memory.peak_rss_kib()
     return {
         "loop": args.loop,
@@ -187,7 +206,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "rss_start_kib": rss_start,
         "peak_rss_kib": max(startup_peak, run_peak) if peak_reset else run_peak,
         "run_peak_kib": run_peak if peak_reset else None,
-        "db_bytes": _db_bytes(db_path),
+        "db_bytes": _db_bytes(settings.database_path),
     }
 
 
