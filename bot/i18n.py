@@ -128,7 +128,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "balance.max": "Budget",
         "balance.available": "Available",
         "balance.videos_left": "Videos left",
-        "balance.no_limit": "no limit",
+        "balance.no_limit": "no budget set",
         "balance.videos_left.value": "{count:,} at {price} each",
         "balance.ledger": "This bot's ledger",
         "balance.ledger.value": "All time: {all_count:,} videos, {all_yen}\nThis server: {guild_count:,} videos, "
@@ -261,7 +261,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "balance.max": "上限",
         "balance.available": "残り",
         "balance.videos_left": "作れる本数",
-        "balance.no_limit": "上限なし",
+        "balance.no_limit": "予算の設定なし",
         "balance.videos_left.value": "{count:,}本（1本{price}）",
         "balance.ledger": "このボットの記録",
         "balance.ledger.value": "累計: {all_count:,}本、{all_yen}\nこのサーバー: {guild_count:,}本、{guild_yen}",

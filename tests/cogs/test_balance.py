@@ -91,7 +91,7 @@ async def test_a_null_budget_means_no_limit(stack: Stack, cog: BalanceCog) -> No
     assert reply.embed is not None
     fields = embed_fields(reply.embed)
     assert fields["Spent"] == "¥500"
-    assert fields["Budget"] == fields["Available"] == fields["Videos left"] == "no limit"
+    assert fields["Budget"] == fields["Available"] == fields["Videos left"] == "no budget set"
 
 
 async def test_the_key_is_shown_in_the_bots_masked_form_even_when_the_service_echoes_it_raw(
