@@ -125,6 +125,7 @@ async def test_a_job_id_that_is_not_a_safe_path_segment_is_charged_failed_and_ne
     assert "#1" in first and "¥250" in first and "`'..'`" in first
     assert "#2" in second and "¥250" in second
     assert "a" * 100 not in second and "<@123>" not in second
+    assert r"`'\x3c\x40123\x3eaaa" in second  # the id as support needs it: escaped, cut to 40 characters
     assert original(double, long)["mentions"] == [] and not original(double, long)["mention_everyone"]
     assert all(original(double, i)["flags"] & 64 for i in (dotdot, long))
 
