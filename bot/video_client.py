@@ -206,8 +206,6 @@ def _write(out: IO[bytes], data: bytes) -> None:
 
 async def _read_prefix(response: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
     """Up to `limit` bytes of the body, and whether that was all of it. Never reads much past `limit`."""
-    if response.content_length is not None and response.content_length > limit:
-        return b"", False
     body = bytearray()
     async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
         body += chunk
@@ -504,12 +502,17 @@ async def _save(response: aiohttp.ClientResponse, destination: Path, announced: 
     size = 0
     try:
         with os.fdopen(fd, "wb") as out:
-            async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
-                size += len(chunk)
-                if size > max_bytes:
-                    response.close()  # drop the connection: the rest is never read
-                    raise DownloadTooLarge(size, max_bytes, announced=False)
-                _write(out, chunk)
+            try:
+                async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        response.close()  # drop the connection: the rest is never read
+                        raise DownloadTooLarge(size, max_bytes, announced=False)
+                    _write(out, chunk)
+            except aiohttp.ClientPayloadError as exc:
+                # aiohttp's own word for a body cut short: name it, with what arrived.
+                shown = f"{size} of {announced}" if announced is not None else f"{size}"
+                raise ServiceUnreachable(f"the video download ended early ({shown} bytes)") from exc
             if announced is not None and size != announced:
                 raise ServiceUnreachable(f"the video download ended early ({size} of {announced} bytes)")
             out.flush()
