@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import discord
 from discord import app_commands
@@ -14,10 +14,20 @@ from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed, Unreadabl
 from bot.i18n import t
 from bot.store import AdmissionRefused, StoreUnavailable
 
-if TYPE_CHECKING:
-    from bot.video_bot import VideoBot
-
 log = logging.getLogger(__name__)
+
+
+class AnsweredRequests(Protocol):
+    """The one thing the tree needs from the request service: to record that a request got its final answer."""
+
+    async def told(self, job_id: int) -> None: ...
+
+
+class RequestsClient(Protocol):
+    """The client this tree serves (VideoBot), as the tree sees it: the bot imports the tree, never the reverse."""
+
+    @property
+    def requests(self) -> AnsweredRequests: ...
 
 
 async def respond(
@@ -70,8 +80,8 @@ def friendly_text(error: BaseException, locale: str) -> str | None:
     return None
 
 
-class VideoCommandTree(app_commands.CommandTree["VideoBot"]):
-    async def on_error(self, interaction: discord.Interaction[VideoBot], error: app_commands.AppCommandError) -> None:
+class VideoCommandTree(app_commands.CommandTree[Any]):
+    async def on_error(self, interaction: discord.Interaction[Any], error: app_commands.AppCommandError) -> None:
         cause = error.original if isinstance(error, app_commands.CommandInvokeError) else error
         if interaction.type is discord.InteractionType.autocomplete:
             # Autocomplete cannot carry a message; Discord just shows no suggestions.
@@ -94,7 +104,8 @@ class VideoCommandTree(app_commands.CommandTree["VideoBot"]):
             return
         job_id = _ended_request(cause)
         if job_id is not None:
-            await interaction.client.requests.told(job_id)
+            client: RequestsClient = interaction.client
+            await client.requests.told(job_id)
 
 
 def _ended_request(error: BaseException) -> int | None:
