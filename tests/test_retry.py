@@ -9,6 +9,7 @@ from bot.retry import CREATE_RETRY, READ_RETRY, RetryPolicy, retrying
 
 class Flaky(Exception):
     def __init__(self, retry_after: float | None = None) -> None:
+        super().__init__("flaky")
         self.retry_after = retry_after
 
 
@@ -167,3 +168,41 @@ def test_the_worker_takes_its_bounds_from_the_policies() -> None:
         DOWNLOAD_RETRY, UPLOAD_RETRY, NOTICE_RETRY)
     assert config.notice_rounds == NOTICE_ROUNDS
     assert config.storage_wait_limit <= 60 * 60 and config.max_download_bytes == 100 * 1024 * 1024
+
+
+# -- the mutants that survived the first mutation run, each now caught ----------------------------------
+
+
+async def test_the_deadline_counts_from_the_first_attempt_on_any_clock() -> None:
+    time = FakeTime()
+    time.now = 1_000_000.0  # a clock that does not start at zero (time.monotonic never does)
+    call, starts = failing(time, takes=4.0)
+    await run(RetryPolicy(attempts=10, deadline=10.0, base_delay=1.0, max_delay=1.0, jitter=0.0), call, time)
+    assert starts[-1] - starts[0] <= 10.0
+    assert len(starts) == 3  # 0, 5, 10 s: a fourth would start past the deadline
+
+
+def test_a_retry_after_under_a_second_is_honoured_and_a_negative_one_is_now() -> None:
+    policy = RetryPolicy(attempts=3, deadline=30.0)
+    assert policy.delay(1, retry_after=0.3) == 0.3
+    assert policy.delay(1, retry_after=-5.0) == 0.0
+
+
+def test_jitter_spreads_delays_on_both_sides_of_the_backoff() -> None:
+    policy = RetryPolicy(attempts=3, deadline=30.0, base_delay=10.0, max_delay=10.0, jitter=0.2)
+    delays = [policy.delay(1) for _ in range(200)]
+    assert all(8.0 <= delay <= 12.0 for delay in delays)
+    assert any(delay < 10.0 for delay in delays) and any(delay > 10.0 for delay in delays)
+
+
+def test_a_short_deadline_and_no_jitter_are_valid_bounds() -> None:
+    assert RetryPolicy(attempts=2, deadline=0.5, base_delay=0.0, max_delay=0.0, jitter=0.0).allows(1, 0.0)
+
+
+async def test_each_retry_is_logged_with_what_and_why(caplog: pytest.LogCaptureFixture) -> None:
+    time = FakeTime()
+    call, _starts = failing(time)
+    with caplog.at_level("INFO", logger="bot.retry"):
+        await run(RetryPolicy(attempts=2, deadline=10.0, base_delay=1.0, max_delay=1.0, jitter=0.0), call, time)
+    [line] = [r.getMessage() for r in caplog.records if r.name == "bot.retry"]
+    assert line == "test: flaky; retrying in 1.0 s (attempt 2 of 2)"

@@ -44,3 +44,9 @@ def test_shown_id_keeps_a_short_id_readable() -> None:
     assert shown_id(None) == "None"
     long = shown_id("v" * 100)
     assert long.endswith("…") and long.startswith("'vvv") and len(long) == SHOWN_CHARS
+
+
+def test_an_id_of_exactly_the_shown_length_is_shown_whole() -> None:
+    raw = "a" * (SHOWN_CHARS - 2)  # ascii() adds the two quotes
+    assert shown_id(raw) == f"'{raw}'" and len(shown_id(raw)) == SHOWN_CHARS
+    assert shown_id(raw + "b").endswith("…") and len(shown_id(raw + "b")) == SHOWN_CHARS
