@@ -98,20 +98,15 @@ class DiscordDelivery:
         }
 
     async def announce(self, job: Job, event: Notice, *, via_interaction: bool = False) -> None:
+        """Tell the requester: in the channel, else by DM, and through the interaction while its token lives.
+
+        `via_interaction` puts the interaction first (a request cut off by a restart: its "thinking…" is
+        still showing); otherwise it is the last resort, when the channel and the DMs both refuse.
+        """
         text = views.announcement_text(job, event)
         mentions = views.requester_only(job)
-        if via_interaction and job.token_alive(time.time()) and self._client.application_id is not None:
-            # The requester's own interaction still works: answer there, privately, in place of "thinking…".
-            webhook = discord.Webhook.partial(self._client.application_id, job.interaction_token or "",
-                                              client=self._client)
-            try:
-                await webhook.edit_message(ORIGINAL_RESPONSE, content=text, allowed_mentions=mentions)
-                return
-            except discord.HTTPException as exc:
-                if not _final_refusal(exc):
-                    raise
-                log.info("the interaction of %s is gone (%s); telling in the channel", job.reference, exc.status,
-                         extra=job_fields(job))
+        if via_interaction and await self._tell_in_interaction(job, text, mentions):
+            return
         # Even for `undeliverable`: a channel that refused the file (too large, no attach permission)
         # may still take text, and the message says "could not be posted here".
         try:
@@ -124,11 +119,29 @@ class DiscordDelivery:
         try:
             dm = await self._client.create_dm(discord.Object(id=job.user_id))
             await dm.send(text, allowed_mentions=mentions)
+            return
         except discord.HTTPException as exc:
             if not _final_refusal(exc):
                 raise
-            # 50007: the requester does not take DMs from the bot. Expected; the caller logs one line.
-            raise Undeliverable(f"the channel and the requester's DMs both refused (code {exc.code})") from exc
+            refused = exc
+        if not via_interaction and await self._tell_in_interaction(job, text, mentions):
+            return
+        # 50007: the requester does not take DMs from the bot. Expected; the caller logs one line.
+        raise Undeliverable(f"the channel and the requester's DMs both refused (code {refused.code})") from refused
+
+    async def _tell_in_interaction(self, job: Job, text: str, mentions: discord.AllowedMentions) -> bool:
+        """Replace the interaction's first reply with `text`, privately; False if the token no longer works."""
+        if not job.token_alive(time.time()) or self._client.application_id is None:
+            return False
+        webhook = discord.Webhook.partial(self._client.application_id, job.interaction_token or "", client=self._client)
+        try:
+            await webhook.edit_message(ORIGINAL_RESPONSE, content=text, allowed_mentions=mentions)
+        except discord.HTTPException as exc:
+            if not _final_refusal(exc):
+                raise
+            log.info("the interaction of %s is gone (%s)", job.reference, exc.status, extra=job_fields(job))
+            return False
+        return True
 
     async def show_progress(self, job: Job) -> None:
         if job.reply_message_id is None or job.interaction_token is None or self._client.application_id is None:
