@@ -30,6 +30,7 @@ from tests.worker_helpers import (
     submit,
     wait_for_states,
     wait_until,
+    wait_until_told,
 )
 
 S = JobState
@@ -348,13 +349,7 @@ async def test_a_video_the_service_no_longer_gives_ends_failed_with_its_id(
     worker = make_worker(store, client, deliverer, download_retry=three)
     worker.start()
 
-    await wait_for_states(store, [job.id], [S.FAILED])
-
-    async def told() -> bool:
-        return (await store.get(job.id)).told_at is not None
-
-    await wait_until(told)
-    failed = await store.get(job.id)
+    failed = await wait_until_told(store, job.id, S.FAILED)
     assert sim.download_requests == 3  # one request per attempt, and no more than the policy's attempts
     assert failed.step_attempts == 3
     assert "could not be downloaded" in (failed.last_error or "") and "404" in (failed.last_error or "")
@@ -641,13 +636,7 @@ async def test_uploads_that_keep_failing_end_undeliverable_within_the_policy(
     worker = make_worker(store, client, deliverer)  # FAST_STEPS: 5 attempts
     worker.start()
 
-    await wait_for_states(store, [job.id], [S.UNDELIVERABLE])
-
-    async def told() -> bool:
-        return (await store.get(job.id)).told_at is not None
-
-    await wait_until(told)
-    ended = await store.get(job.id)
+    ended = await wait_until_told(store, job.id, S.UNDELIVERABLE)
     assert len(deliverer.delivery_attempts) == FAST_STEPS.attempts == ended.step_attempts
     assert deliverer.events_for(job.id) == ["undeliverable"]
     assert ended.file_path is not None and Path(ended.file_path).exists(), "the file stays for /status"
@@ -675,13 +664,7 @@ async def test_no_disk_space_waits_tells_once_and_gives_up_in_time(
                          storage_wait_limit=0.6)
     worker.start()
 
-    await wait_for_states(store, [job.id], [S.FAILED])
-
-    async def told() -> bool:
-        return (await store.get(job.id)).told_at is not None
-
-    await wait_until(told)
-    failed = await store.get(job.id)
+    failed = await wait_until_told(store, job.id, S.FAILED)
     assert deliverer.events_for(job.id) == ["storage_wait", "failed"], "told once while waiting, then the end"
     assert "disk space" in (failed.last_error or "")
     assert len(tries) >= 3, "it kept trying while it waited"

@@ -254,3 +254,14 @@ async def decode_errors(path: Path) -> tuple[int, str]:
     )
     _, stderr = await process.communicate()
     return process.returncode if process.returncode is not None else -1, stderr.decode(errors="replace").strip()
+
+
+async def wait_until_told(store: JobStore, job_id: int, state: JobState, *, timeout: float = 10.0) -> Job:
+    """The job once it reached `state` and its requester got the final message."""
+    await wait_for_states(store, [job_id], [state], timeout=timeout)
+
+    async def told() -> bool:
+        return (await store.get(job_id)).told_at is not None
+
+    await wait_until(told, timeout=timeout)
+    return await store.get(job_id)
