@@ -293,6 +293,9 @@ async def test_an_unusable_job_id_is_charged_and_never_polled(store: JobStore) -
     job = await store.transition((await store.add_submission(new_job())).id, S.SUBMITTING)
     failed = await store.mark_charged_unusable(job.id, 250, "'..'")
     assert (failed.state, failed.charged_yen, failed.service_job_id) == (S.FAILED, 250, None)
+    # Charged today: it counts toward the day's spend like any accepted job.
+    assert failed.accepted_at is not None and failed.finished_at is not None
+    assert await store.ledger(since=failed.accepted_at) == (1, 250)
     assert await store.due_jobs(float("inf"), limit=10) == []
     assert await store.ledger() == (1, 250)
 
