@@ -1,10 +1,13 @@
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
+from bot.app import build_client
 from bot.retry import RetryPolicy
+from bot.settings import read_settings
 from bot.simulator import SimulatorConfig, VideoServiceSimulator
 from bot.video_client import VideoServiceClient
 
@@ -42,8 +45,11 @@ async def http_session() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 @pytest.fixture
-def sim_client(simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession) -> VideoServiceClient:
+def sim_client(
+    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+) -> VideoServiceClient:
+    """The bot's own client (built by the composition root) against the simulator, with quick retries."""
     fast = RetryPolicy(attempts=3, deadline=5, base_delay=0.05, max_delay=0.2)
-    return VideoServiceClient(
-        http_session, simulator.base_url, SIM_KEY, timeout_seconds=2, create_retry=fast, read_retry=fast
-    )
+    settings = read_settings({"DISCORD_TOKEN": "discord-token-for-tests", "VIDEO_API_BASE_URL": simulator.base_url,
+                              "VIDEO_API_KEY": SIM_KEY, "DATABASE_PATH": str(tmp_path / "bot.sqlite3")})
+    return build_client(settings, http_session, paced=False, timeout_seconds=2, create_retry=fast, read_retry=fast)
