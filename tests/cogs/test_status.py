@@ -254,9 +254,11 @@ async def test_an_undeliverable_file_over_the_upload_limit_is_not_attached(
 
 
 async def complete(cog: StatusCog, interaction: Any, current: str) -> list[app_commands.Choice[str]]:
-    # `@status.autocomplete` types the method as an unbound callback; at runtime it is a bound method.
-    method = cast(Callable[[Any, str], Awaitable[list[app_commands.Choice[str]]]], cog.job_id_autocomplete)
-    return await method(interaction, current)
+    # `@status.autocomplete` types the method as a callback without `self`; at runtime it is a plain method.
+    function = cast(
+        Callable[[StatusCog, Any, str], Awaitable[list[app_commands.Choice[str]]]], StatusCog.job_id_autocomplete
+    )
+    return await function(cog, interaction, current)
 
 
 async def test_autocomplete_offers_the_callers_recent_jobs_only(stack: Stack, cog: StatusCog) -> None:
