@@ -48,6 +48,7 @@ def build_client(
     if pacer is None and paced:
         pacer = service_pacer(settings.max_requests_per_second)
     options.setdefault("timeout_seconds", settings.http_timeout_seconds)
+    options.setdefault("download_timeout_seconds", settings.download_timeout_seconds)
     return VideoServiceClient(
         session, settings.video_api_base_url, settings.video_api_key, pacer=pacer, observer=observer, **options
     )

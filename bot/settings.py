@@ -43,6 +43,7 @@ class Settings:
     video_storage_dir: Path = Path("data/videos")
     poll_interval_seconds: float = 20.0
     http_timeout_seconds: float = 30.0
+    download_timeout_seconds: float = 600.0
     discord_guild_id: int | None = None
     log_level: str = "INFO"
     log_format: str = "text"
@@ -180,6 +181,9 @@ def read_settings(env: Mapping[str, str]) -> Settings:
         video_storage_dir=Path(r.raw("VIDEO_STORAGE_DIR") or "data/videos"),
         poll_interval_seconds=r.parsed("POLL_INTERVAL_SECONDS", 20.0, _positive_float, "a number of seconds above 0"),
         http_timeout_seconds=r.parsed("HTTP_TIMEOUT_SECONDS", 30.0, _positive_float, "a number of seconds above 0"),
+        download_timeout_seconds=r.parsed(
+            "DOWNLOAD_TIMEOUT_SECONDS", 600.0, _positive_float, "a number of seconds above 0"
+        ),
         discord_guild_id=r.parsed("DISCORD_GUILD_ID", None, _positive_int, "a server (guild) id: digits only"),
         log_level=r.parsed("LOG_LEVEL", "INFO", _log_level, "one of " + ", ".join(_LOG_LEVELS)),
         log_format=r.parsed("LOG_FORMAT", "text", _log_format, "text or json"),

@@ -18,7 +18,7 @@ def test_defaults() -> None:
     assert s.database_path == Path("data/bot.sqlite3")
     assert s.video_storage_dir == Path("data/videos")
     assert s.poll_interval_seconds == 20.0
-    assert s.http_timeout_seconds == 30.0
+    assert s.http_timeout_seconds == 30.0 and s.download_timeout_seconds == 600.0
     assert s.discord_guild_id is None
     assert s.log_level == "INFO"
     assert s.video_cooldown_seconds == 60.0 and s.max_active_jobs_per_user == 2
@@ -82,3 +82,18 @@ def test_dotenv_is_loaded_and_real_environment_wins(
     assert s.discord_token == "from-environment"
     assert s.video_api_key == "file-key-123456"
     assert "below the service's 15 s guidance" in caplog.text
+
+
+def test_the_download_timeout_reaches_the_client() -> None:
+    import asyncio
+
+    import aiohttp
+
+    from bot.app import build_client
+
+    async def built() -> float | None:
+        async with aiohttp.ClientSession() as session:
+            client = build_client(read_settings({**REQUIRED, "DOWNLOAD_TIMEOUT_SECONDS": "42"}), session)
+            return client._download_timeout.total
+
+    assert asyncio.run(built()) == 42.0
