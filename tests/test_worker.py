@@ -691,3 +691,24 @@ async def test_log_lines_about_a_job_name_its_request_job_server_and_member(
         assert (record.request, record.job, record.guild, record.member) == (  # type: ignore[attr-defined]
             job.reference, job.service_job_id, job.guild_id, job.user_id)
         assert job.prompt not in record.getMessage()
+
+
+async def test_the_sweep_leaves_requests_being_told_right_now_and_tells_the_rest_once(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator()
+    deliverer = RecordingDeliverer()
+    worker = make_worker(store, client_for(sim, http), deliverer)
+    rejected = await store.transition((await store.add_submission(new_job())).id, S.REJECTED, last_error="no")
+    interrupted = await store.transition((await store.add_submission(new_job())).id, S.INTERRUPTED)
+
+    # Both changed a moment ago: within the grace, whoever moved them may be telling them right now.
+    assert await worker.tell_untold(grace=60.0) == 0
+    assert deliverer.announcements == []
+    # Past the grace (as at start-up): each is told once, through the interaction first, and recorded.
+    assert await worker.tell_untold(grace=0.0) == 2
+    assert [(a.job_id, a.event, a.via_interaction) for a in deliverer.announcements] == [
+        (rejected.id, "rejected", True), (interrupted.id, "interrupted", True)]
+    assert await worker.tell_untold(grace=0.0) == 0, "told once"
+    for job in (rejected, interrupted):
+        assert (await store.get(job.id)).told_at is not None
