@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from bot import guardrails
 from bot.errors import (
@@ -28,6 +26,7 @@ from bot.notices import Notice, SubmissionKind
 from bot.retry import RECORD_RETRY, RetryPolicy, retrying
 from bot.settings import Settings
 from bot.store import Job, JobState, JobStore, NewJob, StoreUnavailable
+from bot.tasks import BackgroundTasks
 from bot.validation import check_seed, clean_prompt
 from bot.video_client import VideoServiceClient
 
@@ -74,7 +73,7 @@ class VideoRequests:
         self.model = model
         self._clock = clock
         self._record_retry = record_retry
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._background = BackgroundTasks(log)
 
     def validate(self, prompt: str, seed: int | None) -> tuple[str, int | None]:
         """Raises InvalidRequest for input that cannot succeed; cheap enough to run before deferring."""
@@ -113,12 +112,12 @@ class VideoRequests:
         except StoreUnavailable as exc:
             # No write-ahead, no create: nothing was sent and nothing spent.
             raise self._failed(job, "not_recorded", str(exc)) from exc
-        return await self._create_once(job, job.prompt, job.seed)
+        return await self._create_once(job)
 
-    async def _create_once(self, job: Job, prompt: str, seed: int | None) -> Job:
+    async def _create_once(self, job: Job) -> Job:
         price = self.model.price_yen
         try:
-            remote = await self._client.create(prompt, seed, self.model, turn_taken=True)
+            remote = await self._client.create(job.prompt, job.seed, self.model, turn_taken=True)
         except Rejected as exc:
             await self._store.transition(job.id, JobState.REJECTED, last_error=exc.reason)
             raise self._failed(job, "rejected", exc.reason) from exc
@@ -147,7 +146,7 @@ class VideoRequests:
         except StoreUnavailable as exc:
             log.error("request %s: job %s was accepted and charged %d yen but could not be recorded (%s); "
                       "retrying the write", job.reference, remote.id, price, exc, extra=job_fields(job))
-            self._spawn(self._record_later(job, remote.id, next_poll_at), f"record-{job.id}")
+            self._background.spawn(self._record_later(job, remote.id, next_poll_at), f"record-{job.id}")
             raise self._failed(job, "charged_unrecorded", remote.id, service_job_id=remote.id) from exc
         if accepted.state == JobState.FAILED:
             log.error("request %s: the service returned job id %s again (%s); charged %d yen, not polled",
@@ -181,15 +180,8 @@ class VideoRequests:
         if accepted.state == JobState.PENDING:
             self._on_accepted(accepted)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._background.cancel_all()
 
     async def told(self, job_id: int) -> None:
         """The requester got this request's final answer through the interaction."""

@@ -38,6 +38,7 @@ from bot.logs import job_fields
 from bot.notices import Notice
 from bot.retry import DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY, RetryPolicy, retrying
 from bot.store import Job, JobState, JobStore, StoreUnavailable
+from bot.tasks import BackgroundTasks
 from bot.video_client import VideoServiceClient
 
 log = logging.getLogger(__name__)
@@ -145,7 +146,7 @@ class JobWorker:
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self._paused_until = 0.0
         self._main: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._background = BackgroundTasks(log)
         self._finishing: set[int] = set()
         self._polling: set[int] = set()
         self._told_paths: set[int] = set()  # jobs whose ignored service paths were logged already
@@ -155,19 +156,18 @@ class JobWorker:
     def start(self) -> None:
         if self._main is None or self._main.done():
             self._main = asyncio.create_task(self._run(), name="job-worker")
-            self._track(asyncio.create_task(self._sweep_loop(), name="final-messages"))
+            self._background.spawn(self._sweep_loop(), "final-messages")
 
     @property
     def running(self) -> bool:
         return self._main is not None and not self._main.done()
 
     async def stop(self) -> None:
-        tasks = [task for task in (self._main, *self._tasks) if task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._main is not None:
+            self._main.cancel()
+            await asyncio.gather(self._main, return_exceptions=True)
         self._main = None
-        self._tasks.clear()
+        await self._background.cancel_all()
 
     def wake(self, job: Job | None = None) -> None:
         """A job was recorded: re-plan the sleep."""
@@ -249,7 +249,7 @@ class JobWorker:
                 continue
             await self._slots.acquire()
             self._polling.add(job.id)
-            self._track(asyncio.create_task(self._poll_in_slot(job, slots[job.id]), name=f"poll-{job.id}"))
+            self._background.spawn(self._poll_in_slot(job, slots[job.id]), f"poll-{job.id}")
 
     async def _sleep(self, seconds: float) -> None:
         self._wakeup.clear()
@@ -342,7 +342,7 @@ class JobWorker:
         if job.id in self._finishing:
             return
         self._finishing.add(job.id)
-        self._track(asyncio.create_task(self._finish(job), name=f"finish-{job.id}"))
+        self._background.spawn(self._finish(job), f"finish-{job.id}")
 
     async def _finish(self, job: Job) -> None:
         """Download, then post; each step retried within its policy, the count kept on the job."""
@@ -453,7 +453,7 @@ class JobWorker:
 
     def tell(self, job: Job, event: Notice) -> None:
         """Announce `event` to the requester in the background."""
-        self._track(asyncio.create_task(self._tell(job, event), name=f"tell-{job.id}"))
+        self._background.spawn(self._tell(job, event), f"tell-{job.id}")
 
     async def _tell(self, job: Job, event: Notice) -> None:
         await self._announce(job, event)
@@ -496,11 +496,3 @@ class JobWorker:
         except Exception:
             log.exception("could not update the reply of %s", job.reference, extra=job_fields(job))
 
-    def _track(self, task: asyncio.Task[None]) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("worker task %s failed", task.get_name(), exc_info=task.exception())
