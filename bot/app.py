@@ -17,6 +17,8 @@ import aiohttp
 
 from bot.metrics import Metrics, MetricsEndpoint, TimedDeliverer
 from bot.pacing import Pacer, service_pacer
+from bot.server_settings import ServerRules, defaults_from
+from bot.server_store import ServerStore
 from bot.settings import Settings
 from bot.store import Job, JobStore
 from bot.video_client import ClientObserver, VideoServiceClient
@@ -54,6 +56,11 @@ def build_client(
     )
 
 
+def server_rules(store: JobStore, settings: Settings) -> ServerRules:
+    """Per-server settings on the job store's database, with the environment's values as their defaults."""
+    return ServerRules(ServerStore(store), defaults_from(settings))
+
+
 @dataclass
 class Services:
     """Everything the commands and the worker share; closed in reverse order of opening."""
@@ -64,6 +71,7 @@ class Services:
     client: VideoServiceClient
     worker: JobWorker
     requests: VideoRequests
+    rules: ServerRules
     owns_session: bool = True
     metrics: MetricsEndpoint | None = None
 
@@ -112,7 +120,10 @@ async def open_services(
             if on_accepted is not None:
                 on_accepted(job)
 
-        requests = VideoRequests(store, service, settings, on_accepted=accepted, tell=job_worker.tell, clock=clock)
+        rules = server_rules(store, settings)
+        requests = VideoRequests(
+            store, service, settings, rules, on_accepted=accepted, tell=job_worker.tell, clock=clock
+        )
         if metrics is not None and settings.metrics_port is not None:
             endpoint = MetricsEndpoint(metrics, store)
             await endpoint.start(settings.metrics_host, settings.metrics_port)
@@ -121,4 +132,4 @@ async def open_services(
             await http.close()
         await store.close()
         raise
-    return Services(settings, http, store, service, job_worker, requests, owns_session, endpoint)
+    return Services(settings, http, store, service, job_worker, requests, rules, owns_session, endpoint)

@@ -12,6 +12,7 @@ from discord import app_commands
 from bot import views
 from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed, UnreadableKeyInfo, VideoServiceError
 from bot.i18n import t
+from bot.server_settings import InvalidSetting
 from bot.store import AdmissionRefused, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,10 @@ def friendly_text(error: BaseException, locale: str) -> str | None:
         return t(locale, "error.store_unavailable")
     if isinstance(error, app_commands.NoPrivateMessage):
         return t(locale, "error.guild_only")
+    if isinstance(error, app_commands.MissingPermissions):
+        return t(locale, "error.missing_permission")
+    if isinstance(error, InvalidSetting):
+        return t(locale, "error.invalid_setting", name=t(locale, f"setting.{error.key}"))
     return None
 
 

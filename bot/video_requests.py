@@ -24,8 +24,10 @@ from bot.logs import job_fields
 from bot.models import DEFAULT_MODEL, VideoModel
 from bot.notices import Notice, SubmissionKind
 from bot.retry import RECORD_RETRY, RetryPolicy, retrying
+from bot.server_settings import ServerRules
+from bot.server_store import MemberRecord
 from bot.settings import Settings
-from bot.store import Job, JobState, JobStore, NewJob, StoreUnavailable
+from bot.store import AdmissionRefused, Job, JobState, JobStore, NewJob, StoreUnavailable
 from bot.tasks import BackgroundTasks
 from bot.validation import check_seed, clean_prompt
 from bot.video_client import VideoServiceClient
@@ -39,6 +41,15 @@ INTERACTION_TOKEN_SECONDS = 15 * 60
 def interaction_expiry(created_at: float) -> float:
     """When an interaction's token stops working."""
     return created_at + INTERACTION_TOKEN_SECONDS
+
+
+#: The meta key of the host's pause of /video (`python -m bot pause`): set, it holds in every server.
+PAUSE_KEY = "host_pause"
+
+#: Refusals a server's log channel hears of (cooldowns and jobs in flight are routine, not abuse).
+LOGGED_REFUSALS = frozenset({
+    "guild_daily_cap", "guild_monthly_cap", "member_daily_cap", "member_monthly_cap", "blocklist", "member_blocked",
+})
 
 
 def _reason(exc: BaseException) -> str:
@@ -58,6 +69,7 @@ class VideoRequests:
         store: JobStore,
         client: VideoServiceClient,
         settings: Settings,
+        rules: ServerRules,
         *,
         on_accepted: Callable[[Job], None] = lambda job: None,
         tell: Callable[[Job, Notice], None] = lambda job, notice: None,
@@ -68,6 +80,7 @@ class VideoRequests:
         self._store = store
         self._client = client
         self._settings = settings
+        self.rules = rules
         self._on_accepted = on_accepted
         self._tell = tell
         self.model = model
@@ -84,13 +97,36 @@ class VideoRequests:
         return await self.send(await self.record(request, role_ids))
 
     async def record(self, request: NewJob, role_ids: Collection[int] = ()) -> Job:
-        """Write the request down (guardrails checked in the same transaction); nothing is sent yet."""
+        """Write the request down (spending limits checked in the same transaction); nothing is sent yet.
+
+        Every rule is read from the database now, so a change an admin made a moment ago holds.
+        """
         prompt, seed = self.validate(request.prompt, request.seed)
-        guardrails.check_place(self._settings, request.channel_id, role_ids)
-        return await self._store.add_submission(
-            replace(request, model=self.model.id, prompt=prompt, seed=seed),
-            guardrails.admission(self._settings, self._clock(), self.model.price_yen),
-        )
+        guardrails.check_host(self._settings, request.guild_id, paused=await self.paused())
+        server = await self.rules.effective(request.guild_id)
+        price = self.model.price_yen
+        try:
+            member = MemberRecord()
+            if request.guild_id is not None:
+                member = await self.rules.member(request.guild_id, request.user_id)
+                guardrails.check_prompt(prompt, await self.rules.store.blocklist(request.guild_id))
+            guardrails.check_member(server, member, request.channel_id, role_ids)
+            return await self._store.add_submission(
+                replace(request, model=self.model.id, prompt=prompt, seed=seed, price_yen=price),
+                guardrails.admission(server, member, self._clock(), price),
+            )
+        except AdmissionRefused as refusal:
+            if request.guild_id is not None and refusal.code in LOGGED_REFUSALS:
+                await self.rules.store.add_event(
+                    request.guild_id, "refused", user_id=request.user_id, details={"code": refusal.code}
+                )
+            raise
+
+    def catalogue_ids(self) -> tuple[str, ...]:
+        return (self.model.id,)
+
+    async def paused(self) -> bool:
+        return await self._store.get_meta(PAUSE_KEY) is not None
 
     async def send(self, job: Job) -> Job:
         """Check the budget, then send the create at most once. Raises SubmissionFailed or BudgetTooLow."""

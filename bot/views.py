@@ -233,13 +233,15 @@ def refusal_text(error: AdmissionRefused, locale: str) -> str:
     params = _shown(error.params)
     if error.retry_at is not None:
         params["when"] = relative(error.retry_at)
-    if error.code == "guild_daily_cap":
-        params["spent"] = yen(int(str(params["spent"])), locale)
-        params["cap"] = yen(int(str(params["cap"])), locale)
+    for amount in ("spent", "cap", "left"):
+        if amount in params:
+            params[amount] = yen(int(str(params[amount])), locale)
     if error.code == "role":
-        # The operator's configured role, shown by name; int() so nothing else can become a mention.
+        # The server's configured roles, shown by name; int() so nothing else can become a mention.
         # The reply itself allows no mentions, so it pings nobody.
-        params["role"] = f"<@&{int(str(error.params['role']))}>"
+        roles = error.params.get("roles")
+        listed = roles if isinstance(roles, list | tuple) else []
+        params["roles"] = ", ".join(f"<@&{int(str(role))}>" for role in listed)
     return fit_content(t(locale, refusal_key(error.code), **params))
 
 

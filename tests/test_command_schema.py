@@ -52,8 +52,20 @@ def options(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # -- the schema ------------------------------------------------------------------------------------
 
 
-async def test_the_three_commands_are_registered(bot: VideoBot) -> None:
-    assert sorted(command.name for command in bot.tree.get_commands()) == ["balance", "status", "video"]
+async def test_the_commands_are_registered(bot: VideoBot) -> None:
+    assert sorted(command.name for command in bot.tree.get_commands()) == ["balance", "settings", "status", "video"]
+
+
+async def test_settings_are_offered_only_to_members_who_can_manage_the_server(bot: VideoBot) -> None:
+    settings = (await payloads(bot))["settings"]
+    assert settings["default_member_permissions"] == discord.Permissions(manage_guild=True).value
+    assert sorted(options(settings)) == [
+        "blocklist", "budget_alert", "channels", "language", "limits", "log_channel", "member", "models", "reset", "roles",
+        "show", "timezone",
+    ]
+    for name, payload in (await payloads(bot)).items():
+        if name != "settings":
+            assert payload["default_member_permissions"] is None, name
 
 
 async def test_video_prompt_and_seed_options(bot: VideoBot) -> None:
@@ -103,18 +115,28 @@ async def test_descriptions_state_the_price_and_the_wait(bot: VideoBot) -> None:
 
 async def test_every_command_and_option_has_a_japanese_description_within_discords_limit(bot: VideoBot) -> None:
     described = 0
+
+    def walk(item: dict[str, Any]) -> None:
+        nonlocal described
+        described += 1
+        english = item["description"]
+        localized = item["description_localizations"]
+        assert set(localized) == {"ja"}, item["name"]
+        for text in (english, localized["ja"]):
+            assert 1 <= len(text) <= 100, text
+        assert localized["ja"] != english
+        for choice in item.get("choices", []):
+            if isinstance(choice["value"], str) and choice["name"] != choice["value"]:
+                assert set(choice.get("name_localizations") or {}) == {"ja"}, choice
+        for option in item.get("options", []):
+            walk(option)
+
     for payload in (await payloads(bot)).values():
-        for item in (payload, *payload.get("options", [])):
-            described += 1
-            english = item["description"]
-            localized = item["description_localizations"]
-            assert set(localized) == {"ja"}, item["name"]
-            for text in (english, localized["ja"]):
-                assert 1 <= len(text) <= 100, text
-            assert localized["ja"] != english
+        walk(payload)
         # Names stay as typed: `/video` everywhere.
         assert not payload.get("name_localizations")
-    assert described == 3 + 2 + 1
+    settings_items = 1 + 12 + 6 + 1 + 2 + 2 + 1 + 1 + 2 + 2 + 2 + 1 + 1  # group, subcommands, their options
+    assert described == 3 + 2 + 1 + settings_items
 
 
 # -- the digest and the sync -------------------------------------------------------------------------
@@ -209,7 +231,7 @@ async def test_a_development_server_gets_its_own_copy_and_its_own_record(tmp_pat
         assert bot.tree.sync.await_args is not None
         assert bot.tree.sync.await_args.kwargs["guild"].id == 424242
         guild = discord.Object(id=424242)
-        assert sorted(c.name for c in bot.tree.get_commands(guild=guild)) == ["balance", "status", "video"]
+        assert sorted(c.name for c in bot.tree.get_commands(guild=guild)) == ["balance", "settings", "status", "video"]
         assert await bot.store.get_meta(f"command_sync:{bot.application_id}:424242") is not None
         assert await bot.store.get_meta(f"command_sync:{bot.application_id}:global") is None
     finally:

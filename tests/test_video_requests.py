@@ -7,7 +7,7 @@ from pathlib import Path
 
 import aiohttp
 
-from bot.app import build_client
+from bot.app import build_client, server_rules
 from bot.pacing import Pacer
 from bot.retry import CREATE_RETRY, READ_RETRY
 from bot.simulator import VideoServiceSimulator
@@ -30,7 +30,7 @@ async def test_a_request_waiting_for_its_turn_is_not_yet_sending(
     store = await JobStore.open(settings.database_path)
     slow = Pacer(1.0)  # one request a second: each create waits for its turn
     client = build_client(settings, http_session, pacer=slow, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
-    requests = VideoRequests(store, client, settings)
+    requests = VideoRequests(store, client, settings, server_rules(store, settings))
     try:
         first = await requests.record(request("first"))
         second = await requests.record(request("second"))
