@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import datetime, timedelta, tzinfo
 
 from bot.blocklist import blocked_term
 from bot.server_settings import ServerSettings
 from bot.server_store import MemberRecord
 from bot.settings import Settings
 from bot.store import Admission, AdmissionRefused, SpendCap
+from bot.windows import day_bounds, month_bounds
 
 
 def check_host(settings: Settings, guild_id: int | None, *, paused: bool) -> None:
@@ -36,27 +36,6 @@ def check_prompt(prompt: str, terms: Collection[str]) -> None:
     """A prompt on the server's blocklist is refused; the refusal never names the term."""
     if blocked_term(prompt, terms) is not None:
         raise AdmissionRefused("blocklist", None)
-
-
-def _local_midnight(day: datetime, zone: tzinfo) -> datetime:
-    # Rebuild the wall-clock midnight in the zone, so days of 23 or 25 hours (DST) still end at midnight.
-    return datetime(day.year, day.month, day.day, tzinfo=zone)
-
-
-def day_bounds(zone: tzinfo, now: float) -> tuple[float, float]:
-    """Start and end of the calendar day containing `now` in `zone`, as unix times."""
-    start = _local_midnight(datetime.fromtimestamp(now, zone), zone)
-    end = _local_midnight(start + timedelta(days=1), zone)
-    return start.timestamp(), end.timestamp()
-
-
-def month_bounds(zone: tzinfo, now: float, *, months_back: int = 0) -> tuple[float, float]:
-    """Start and end of the calendar month containing `now` in `zone` (or `months_back` before it)."""
-    local = datetime.fromtimestamp(now, zone)
-    index = local.year * 12 + local.month - 1 - months_back
-    start = datetime(index // 12, index % 12 + 1, 1, tzinfo=zone)
-    end = datetime((index + 1) // 12, (index + 1) % 12 + 1, 1, tzinfo=zone)
-    return start.timestamp(), end.timestamp()
 
 
 def admission(server: ServerSettings, member: MemberRecord, now: float, price_yen: int) -> Admission:

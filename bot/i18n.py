@@ -264,6 +264,46 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "deliver.unknown": "{mention} your video request {ref} was being sent when the bot stopped, so it cannot "
         "tell whether the video service accepted it (and charged {price}). It will not be resent automatically. "
         "Check `/status {ref}` before asking again.",
+        # /usage and /credit
+        "cmd.usage": "This server's spending for a period: per member, failed jobs (yours only without Manage "
+        "Server).",
+        "cmd.usage.period": "Which period: today, this month (the default) or last month.",
+        "cmd.usage.csv": "Also attach every job of the period as a CSV file.",
+        "cmd.credit": "Mark a failed job credited once the video service's support refunded it (Manage Server).",
+        "cmd.credit.job": "The request reference such as #42, or the service's job id.",
+        "usage.period.today": "Today",
+        "usage.period.this_month": "This month",
+        "usage.period.last_month": "Last month",
+        "usage.title.server": "Usage in this server: {period}",
+        "usage.title.own": "Your usage in this server: {period}",
+        "usage.window": "From {start} to {end}",
+        "usage.none": "No charged requests in this period.",
+        "usage.members": "**Per member**",
+        "usage.member.line": "{member} · {accepted:,} accepted · {failed:,} failed · {unknown:,} unknown · {spent}",
+        "usage.more": "…and {count:,} more: the CSV has them all (`/usage csv:True`).",
+        "usage.field.accepted": "Accepted",
+        "usage.field.failed": "Failed",
+        "usage.field.unknown": "Outcome unknown",
+        "usage.field.spent": "Spent (ledger)",
+        "usage.field.credited": "Credited by support",
+        "usage.field.net": "Net",
+        "usage.field.failed_jobs": "Failed jobs (reference · job id · cost · reason)",
+        "usage.failed.credited": "credited {when}",
+        "usage.footer.server": "From the bot's ledger. Once support refunds a failed job, mark it with /credit.",
+        "usage.footer.own": "From the bot's ledger.",
+        "usage.footer.unknown": "{count:,} with an unknown outcome may have been charged without being in the "
+        "ledger; compare /balance.",
+        "usage.csv.too_big": "The CSV ({size:,} bytes) is larger than Discord lets the bot attach here ({limit:,} "
+        "bytes). Choose a shorter period.",
+        "credit.done": "Request {ref} (job {job_id}, {price}) is marked credited. The ledger keeps the charge; "
+        "reports show it as credited.",
+        "credit.forbidden": "Only members with the Manage Server permission can mark jobs credited. Nothing was "
+        "changed.",
+        "credit.not_found": "No request `{reference}` was found in this server. Nothing was changed.",
+        "credit.not_failed": "Request {ref} is {state}: only a failed, charged job can be marked credited. Nothing "
+        "was changed.",
+        "credit.already_credited": "Request {ref} was already marked credited {when} by {member}. Nothing was "
+        "changed.",
     },
     JA: {
         "cmd.video": "8秒・1280x720・音声付きの動画を作ります。共有予算から{price}、1〜3分かかります。",
@@ -497,6 +537,41 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "サポートにジョブID {job_id} を伝えてください。",
         "deliver.unknown": "{mention} 動画リクエスト {ref} の送信中にボットが停止したため、動画サービスが受け付けて"
         "{price}を課金したかどうか分かりません。自動では再送しません。もう一度頼む前に `/status {ref}` で確認してください。",
+        "cmd.usage": "期間ごとのこのサーバーの使用額（メンバー別・失敗したジョブ）。サーバー管理権限がなければ自分の分のみ。",
+        "cmd.usage.period": "期間: 今日、今月（既定）、先月。",
+        "cmd.usage.csv": "期間内の全ジョブをCSVファイルで添付します。",
+        "cmd.credit": "失敗したジョブを、動画サービスのサポートが返金した後に返金済みにします（サーバー管理）。",
+        "cmd.credit.job": "#42 のような受付番号、またはサービスのジョブID。",
+        "usage.period.today": "今日",
+        "usage.period.this_month": "今月",
+        "usage.period.last_month": "先月",
+        "usage.title.server": "このサーバーの使用状況: {period}",
+        "usage.title.own": "このサーバーでのあなたの使用状況: {period}",
+        "usage.window": "{start}から{end}まで",
+        "usage.none": "この期間に課金されたリクエストはありません。",
+        "usage.members": "**メンバー別**",
+        "usage.member.line": "{member} · 受付{accepted:,}件 · 失敗{failed:,}件 · 結果不明{unknown:,}件 · {spent}",
+        "usage.more": "…ほか{count:,}件。すべてはCSVにあります（`/usage csv:True`）。",
+        "usage.field.accepted": "受付",
+        "usage.field.failed": "失敗",
+        "usage.field.unknown": "結果不明",
+        "usage.field.spent": "使用額（記録）",
+        "usage.field.credited": "サポートによる返金",
+        "usage.field.net": "差引",
+        "usage.field.failed_jobs": "失敗したジョブ（受付番号 · ジョブID · 費用 · 理由）",
+        "usage.failed.credited": "返金済み（{when}）",
+        "usage.footer.server": "ボットの記録による数値です。サポートが失敗したジョブを返金したら /credit で記録してください。",
+        "usage.footer.own": "ボットの記録による数値です。",
+        "usage.footer.unknown": "結果不明の{count:,}件は、記録にないまま課金された可能性があります。/balance と比べてください。",
+        "usage.csv.too_big": "CSV（{size:,}バイト）は、ここでDiscordが添付を許す大きさ（{limit:,}バイト）を超えています。"
+        "短い期間を選んでください。",
+        "credit.done": "リクエスト {ref}（ジョブ {job_id}、{price}）を返金済みにしました。課金の記録はそのまま残り、"
+        "集計では返金済みと表示されます。",
+        "credit.forbidden": "ジョブを返金済みにできるのは、サーバー管理権限のあるメンバーだけです。何も変更していません。",
+        "credit.not_found": "このサーバーにリクエスト `{reference}` は見つかりません。何も変更していません。",
+        "credit.not_failed": "リクエスト {ref} は「{state}」です。返金済みにできるのは、失敗して課金されたジョブだけです。"
+        "何も変更していません。",
+        "credit.already_credited": "リクエスト {ref} は{when}に{member}が返金済みにしています。何も変更していません。",
     },
 }
 

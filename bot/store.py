@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiosqlite
 
@@ -33,11 +33,14 @@ from bot.lifecycle import (
 from bot.notices import RefusalCode
 
 __all__ = [
+    "CREDITABLE_STATES",
     "IN_FLIGHT_STATES",
+    "OUTCOME_UNKNOWN_STATES",
     "POLLED_STATES",
     "TRANSITIONS",
     "Admission",
     "AdmissionRefused",
+    "CreditRefused",
     "IllegalTransition",
     "Job",
     "JobNotFound",
@@ -81,6 +84,26 @@ class AdmissionRefused(BotError):
         super().__init__(f"refused: {code}")
 
 
+#: Charged, and no video came of it: what support may credit. `stalled` was given up after the bot's
+#: longest wait, so its requester got nothing either.
+CREDITABLE_STATES = (S.FAILED, S.STALLED)
+#: Whether the service accepted (and charged) the request cannot be told from the bot's records: no answer
+#: came, or the bot stopped while sending. `submitting` is also a create on its way, or a charge whose
+#: recording is being retried; either way its charge is not in the ledger yet.
+OUTCOME_UNKNOWN_STATES = (S.SUBMITTING, S.UNKNOWN)
+
+CreditRefusal = Literal["not_found", "not_failed", "already_credited"]
+
+
+class CreditRefused(BotError):
+    """`mark_credited` changed nothing: no such job in that server, not a failed charged job, or credited already."""
+
+    def __init__(self, job_id: int, code: CreditRefusal) -> None:
+        self.job_id = job_id
+        self.code = code
+        super().__init__(f"job #{job_id} cannot be marked credited: {code}")
+
+
 @dataclass(frozen=True)
 class Job:
     id: int
@@ -114,6 +137,8 @@ class Job:
     notice_attempts: int = 0  # failed rounds of sending the final message
     waiting_notice_sent: bool = False
     price_yen: int = 0  # the catalogue price when it was asked for: what an unanswered request may cost
+    credited_at: float | None = None  # support refunded this failed job's charge (marked by a server admin)
+    credited_by: int | None = None  # the Discord user who marked it
 
     def __repr__(self) -> str:
         # The interaction token is a credential for 15 minutes: keep it out of logs.
@@ -395,7 +420,7 @@ class JobStore:
                 WHERE guild_id IS ? {member} AND (
                     state IN ({unsent})
                     OR (state = ? AND created_at >= ? AND created_at < ?)
-                    OR (charged_yen > 0 AND accepted_at >= ? AND accepted_at < ?))""",
+                    OR (charged_yen > 0 AND credited_at IS NULL AND accepted_at >= ? AND accepted_at < ?))""",
             (
                 *UNSENT_OR_SENDING, S.UNKNOWN, price_yen, new.guild_id,
                 *((new.user_id,) if cap.member_only else ()),
@@ -608,6 +633,55 @@ class JobStore:
         """How many jobs are in each state (states with none are left out), read from the state index."""
         async with self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state") as cursor:
             return {JobState(row[0]): int(row[1]) for row in await cursor.fetchall()}
+
+    # -- usage reports and credits ----------------------------------------------------------------
+
+    async def usage_jobs(self, guild_id: int, start: float, end: float, *, user_id: int | None = None) -> list[Job]:
+        """One server's jobs for a usage report over [start, end), oldest first, optionally one member's.
+
+        Every charged job by its acceptance time (exactly the rows `ledger` sums), and every job whose
+        outcome is unknown by its request time (it has no acceptance time). Requests never charged
+        (rejected, interrupted, not sent yet) are left out.
+        """
+        unknown = _marks(OUTCOME_UNKNOWN_STATES)
+        where = [
+            "guild_id = ?",
+            f"""((charged_yen > 0 AND accepted_at >= ? AND accepted_at < ?)
+                OR (state IN ({unknown}) AND charged_yen = 0 AND created_at >= ? AND created_at < ?))""",
+        ]
+        params: list[Any] = [guild_id, start, end, *OUTCOME_UNKNOWN_STATES, start, end]
+        if user_id is not None:
+            where.append("user_id = ?")
+            params.append(user_id)
+        return await self._jobs(
+            f"SELECT * FROM jobs WHERE {' AND '.join(where)} ORDER BY COALESCE(accepted_at, created_at), id", params
+        )
+
+    async def mark_credited(self, job_id: int, *, guild_id: int, by_user_id: int) -> Job:
+        """Record that support refunded a failed, charged job of this server. Raises CreditRefused otherwise.
+
+        One UPDATE with every condition in its WHERE, so two admins at once cannot both credit it. The charge
+        itself stays: the ledger keeps saying what the service charged, and reports show credits beside it.
+        """
+        creditable = _marks(CREDITABLE_STATES)
+        now = self._clock()
+        async with self._write():
+            cursor = await self._db.execute(
+                f"""UPDATE jobs SET credited_at = ?, credited_by = ?, updated_at = ?
+                   WHERE id = ? AND guild_id = ? AND state IN ({creditable}) AND charged_yen > 0
+                   AND credited_at IS NULL""",
+                (now, by_user_id, now, job_id, guild_id, *CREDITABLE_STATES),
+            )
+            changed = cursor.rowcount == 1
+            row = await self._one("SELECT state, charged_yen, credited_at FROM jobs WHERE id = ? AND guild_id = ?",
+                                  (job_id, guild_id))
+        if not changed:
+            if row is None:
+                raise CreditRefused(job_id, "not_found")
+            if row["credited_at"] is not None:
+                raise CreditRefused(job_id, "already_credited")
+            raise CreditRefused(job_id, "not_failed")
+        return await self.get(job_id)
 
     async def _one(self, sql: str, params: Sequence[Any]) -> aiosqlite.Row | None:
         async with self._db.execute(sql, tuple(params)) as cursor:

@@ -22,7 +22,9 @@ from bot.worker import JobWorker
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS = ("bot.cogs.video", "bot.cogs.status", "bot.cogs.balance", "bot.cogs.settings")
+EXTENSIONS = (
+    "bot.cogs.video", "bot.cogs.status", "bot.cogs.balance", "bot.cogs.settings", "bot.cogs.usage",
+)
 HEARTBEAT_SECONDS = 30
 
 

@@ -52,19 +52,22 @@ def options(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # -- the schema ------------------------------------------------------------------------------------
 
 
+COMMANDS = ["balance", "credit", "settings", "status", "usage", "video"]
+
+
 async def test_the_commands_are_registered(bot: VideoBot) -> None:
-    assert sorted(command.name for command in bot.tree.get_commands()) == ["balance", "settings", "status", "video"]
+    assert sorted(command.name for command in bot.tree.get_commands()) == COMMANDS
 
 
 async def test_settings_are_offered_only_to_members_who_can_manage_the_server(bot: VideoBot) -> None:
     settings = (await payloads(bot))["settings"]
     assert settings["default_member_permissions"] == discord.Permissions(manage_guild=True).value
     assert sorted(options(settings)) == [
-        "blocklist", "budget_alert", "channels", "language", "limits", "log_channel", "member", "models", "reset", "roles",
-        "show", "timezone",
+        "blocklist", "budget_alert", "channels", "language", "limits", "log_channel", "member", "models", "reset",
+        "roles", "show", "timezone",
     ]
     for name, payload in (await payloads(bot)).items():
-        if name != "settings":
+        if name not in ("settings", "credit"):
             assert payload["default_member_permissions"] is None, name
 
 
@@ -136,7 +139,32 @@ async def test_every_command_and_option_has_a_japanese_description_within_discor
         # Names stay as typed: `/video` everywhere.
         assert not payload.get("name_localizations")
     settings_items = 1 + 12 + 6 + 1 + 2 + 2 + 1 + 1 + 2 + 2 + 2 + 1 + 1  # group, subcommands, their options
-    assert described == 3 + 2 + 1 + settings_items
+    assert described == 3 + 2 + 1 + 3 + 2 + settings_items
+
+
+async def test_usage_offers_three_localized_periods_and_a_csv_switch(bot: VideoBot) -> None:
+    usage = options((await payloads(bot))["usage"])
+
+    assert list(usage) == ["period", "csv"]
+    period, csv = usage["period"], usage["csv"]
+    assert period["type"] == discord.AppCommandOptionType.string.value and period["required"] is False
+    assert [(c["value"], c["name"], c["name_localizations"]) for c in period["choices"]] == [
+        ("today", "Today", {"ja": "今日"}),
+        ("this_month", "This month", {"ja": "今月"}),
+        ("last_month", "Last month", {"ja": "先月"}),
+    ]
+    assert csv["type"] == discord.AppCommandOptionType.boolean.value and csv["required"] is False
+
+
+async def test_credit_is_offered_by_default_to_manage_server_alone(bot: VideoBot) -> None:
+    every = await payloads(bot)
+
+    manage_guild = discord.Permissions(manage_guild=True).value
+    assert every["credit"]["default_member_permissions"] == manage_guild
+    # Everyone may ask for /usage: members see their own figures.
+    assert all(every[name]["default_member_permissions"] is None for name in ("balance", "status", "usage", "video"))
+    job = options(every["credit"])["job"]
+    assert job["type"] == 3 and job["required"] is True
 
 
 # -- the digest and the sync -------------------------------------------------------------------------
@@ -231,7 +259,7 @@ async def test_a_development_server_gets_its_own_copy_and_its_own_record(tmp_pat
         assert bot.tree.sync.await_args is not None
         assert bot.tree.sync.await_args.kwargs["guild"].id == 424242
         guild = discord.Object(id=424242)
-        assert sorted(c.name for c in bot.tree.get_commands(guild=guild)) == ["balance", "settings", "status", "video"]
+        assert sorted(c.name for c in bot.tree.get_commands(guild=guild)) == COMMANDS
         assert await bot.store.get_meta(f"command_sync:{bot.application_id}:424242") is not None
         assert await bot.store.get_meta(f"command_sync:{bot.application_id}:global") is None
     finally:

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot import guardrails, views
+from bot import guardrails, views, windows
 from bot.app import server_rules
 from bot.notices import RefusalCode
 from bot.server_settings import defaults_from
@@ -86,17 +86,17 @@ def test_the_host_pause_and_server_list_hold_above_every_server() -> None:
 def test_the_budget_day_follows_the_configured_time_zone() -> None:
     tokyo = ZoneInfo("Asia/Tokyo")
     now = datetime(2026, 11, 21, 23, 30, tzinfo=tokyo).timestamp()
-    start, end = guardrails.day_bounds(tokyo, now)
+    start, end = windows.day_bounds(tokyo, now)
     assert datetime.fromtimestamp(start, tokyo) == datetime(2026, 11, 21, tzinfo=tokyo)
     assert datetime.fromtimestamp(end, tokyo) == datetime(2026, 11, 22, tzinfo=tokyo)
-    start_utc, _ = guardrails.day_bounds(ZoneInfo("UTC"), now)
+    start_utc, _ = windows.day_bounds(ZoneInfo("UTC"), now)
     assert start_utc != start
 
 
 def test_a_daylight_saving_day_still_ends_at_midnight() -> None:
     berlin = ZoneInfo("Europe/Berlin")
     now = datetime(2026, 10, 25, 12, 0, tzinfo=berlin).timestamp()  # a 25-hour day
-    start, end = guardrails.day_bounds(berlin, now)
+    start, end = windows.day_bounds(berlin, now)
     assert end - start == 25 * 3600
     assert datetime.fromtimestamp(end, berlin).hour == 0
 
@@ -104,14 +104,14 @@ def test_a_daylight_saving_day_still_ends_at_midnight() -> None:
 def test_months_are_calendar_months_in_the_zone() -> None:
     tokyo = ZoneInfo("Asia/Tokyo")
     now = datetime(2026, 12, 31, 23, 59, tzinfo=tokyo).timestamp()
-    start, end = guardrails.month_bounds(tokyo, now)
+    start, end = windows.month_bounds(tokyo, now)
     assert datetime.fromtimestamp(start, tokyo) == datetime(2026, 12, 1, tzinfo=tokyo)
     assert datetime.fromtimestamp(end, tokyo) == datetime(2027, 1, 1, tzinfo=tokyo)
-    start, end = guardrails.month_bounds(tokyo, now, months_back=12)
+    start, end = windows.month_bounds(tokyo, now, months_back=12)
     assert datetime.fromtimestamp(start, tokyo) == datetime(2025, 12, 1, tzinfo=tokyo)
     assert datetime.fromtimestamp(end, tokyo) == datetime(2026, 1, 1, tzinfo=tokyo)
     berlin = ZoneInfo("Europe/Berlin")  # October has a 25-hour day
-    start, end = guardrails.month_bounds(berlin, datetime(2026, 10, 15, tzinfo=berlin).timestamp())
+    start, end = windows.month_bounds(berlin, datetime(2026, 10, 15, tzinfo=berlin).timestamp())
     assert end - start == 31 * 86400 + 3600
 
 
@@ -316,4 +316,21 @@ async def test_a_blocked_member_and_a_blocklisted_prompt_are_refused_and_logged_
     assert simulator.creates_received == 0 and simulator.key_info_requests == 0
     events = await requests.rules.store.recent_events(10, "refused")
     assert [e.details for e in events] == [{"code": "member_blocked"}, {"code": "blocklist"}]
+    await store.close()
+
+
+async def test_a_failed_job_counts_against_a_quota_until_support_credits_it(
+    tmp_path: Path, sim_client: VideoServiceClient, simulator: VideoServiceSimulator
+) -> None:
+    clock = Clock(1_800_000_000.0)
+    requests, store = await make_requests(tmp_path, sim_client, clock)
+    await requests.rules.change(10, 900, {"member_daily_cap_yen": 250})
+    job = await requests.submit(request())
+    await store.transition(job.id, JobState.FAILED)
+    with pytest.raises(AdmissionRefused) as refused:
+        await requests.submit(request())
+    assert refused.value.code == "member_daily_cap"
+    await store.mark_credited(job.id, guild_id=10, by_user_id=900)
+    await requests.submit(request())
+    assert simulator.creates_received == 2
     await store.close()
