@@ -21,7 +21,7 @@ from bot.errors import (
     VideoServiceError,
 )
 from bot.logs import job_fields
-from bot.models import DEFAULT_MODEL, VideoModel
+from bot.models import Catalogue
 from bot.notices import Notice, SubmissionKind
 from bot.retry import RECORD_RETRY, RetryPolicy, retrying
 from bot.settings import Settings
@@ -60,8 +60,8 @@ class VideoRequests:
         settings: Settings,
         *,
         on_accepted: Callable[[Job], None] = lambda job: None,
+        catalogue: Catalogue,
         tell: Callable[[Job, Notice], None] = lambda job, notice: None,
-        model: VideoModel = DEFAULT_MODEL,
         clock: Callable[[], float] = time.time,
         record_retry: RetryPolicy = RECORD_RETRY,
     ) -> None:
@@ -70,31 +70,36 @@ class VideoRequests:
         self._settings = settings
         self._on_accepted = on_accepted
         self._tell = tell
-        self.model = model
+        self.catalogue = catalogue
         self._clock = clock
         self._record_retry = record_retry
         self._background = BackgroundTasks(log)
 
-    def validate(self, prompt: str, seed: int | None) -> tuple[str, int | None]:
-        """Raises InvalidRequest for input that cannot succeed; cheap enough to run before deferring."""
-        return clean_prompt(prompt), check_seed(seed, self.model)
+    def validate(self, prompt: str, seed: int | None, model_id: str) -> tuple[str, int | None]:
+        """Raises InvalidRequest (or ModelUnavailable) for input that cannot succeed; cheap enough to run
+        before deferring."""
+        return clean_prompt(prompt), check_seed(seed, self.catalogue.get(model_id))
 
     async def submit(self, request: NewJob, role_ids: Collection[int] = ()) -> Job:
         """`record` then `send`, for callers with no interaction to acknowledge in between."""
         return await self.send(await self.record(request, role_ids))
 
     async def record(self, request: NewJob, role_ids: Collection[int] = ()) -> Job:
-        """Write the request down (guardrails checked in the same transaction); nothing is sent yet."""
-        prompt, seed = self.validate(request.prompt, request.seed)
+        """Write the request down (guardrails checked in the same transaction); nothing is sent yet.
+
+        `request.model` is a model of the catalogue (`bot.models.choose_model` picks it); its price is
+        what the guardrails count.
+        """
+        prompt, seed = self.validate(request.prompt, request.seed, request.model)
         guardrails.check_place(self._settings, request.channel_id, role_ids)
         return await self._store.add_submission(
-            replace(request, model=self.model.id, prompt=prompt, seed=seed),
-            guardrails.admission(self._settings, self._clock(), self.model.price_yen),
+            replace(request, prompt=prompt, seed=seed),
+            guardrails.admission(self._settings, self._clock(), self.catalogue.price_of(request.model)),
         )
 
     async def send(self, job: Job) -> Job:
         """Check the budget, then send the create at most once. Raises SubmissionFailed or BudgetTooLow."""
-        price = self.model.price_yen
+        price = self.catalogue.price_of(job.model)
         try:
             info = await self._client.key_info()
         except Exception as exc:
@@ -115,9 +120,9 @@ class VideoRequests:
         return await self._create_once(job)
 
     async def _create_once(self, job: Job) -> Job:
-        price = self.model.price_yen
+        price = self.catalogue.price_of(job.model)
         try:
-            remote = await self._client.create(job.prompt, job.seed, self.model, turn_taken=True)
+            remote = await self._client.create(job.prompt, job.seed, self.catalogue.get(job.model), turn_taken=True)
         except Rejected as exc:
             await self._store.transition(job.id, JobState.REJECTED, last_error=exc.reason)
             raise self._failed(job, "rejected", exc.reason) from exc
@@ -159,20 +164,22 @@ class VideoRequests:
 
     def _failed(self, job: Job, kind: SubmissionKind, reason: str, *, service_job_id: str | None = None
                 ) -> SubmissionFailed:
-        return SubmissionFailed(job.id, kind, reason, price_yen=self.model.price_yen, service_job_id=service_job_id)
+        return SubmissionFailed(job.id, kind, reason, price_yen=self.catalogue.price_of(job.model),
+                                service_job_id=service_job_id)
 
     async def _record_later(self, job: Job, service_job_id: str, next_poll_at: float) -> None:
         """Keep trying to record an accepted job; the requester was already told its id and the charge."""
+        price = self.catalogue.price_of(job.model)
         try:
             accepted = await retrying(
                 self._record_retry,
-                lambda: self._store.mark_accepted(job.id, service_job_id, self.model.price_yen, next_poll_at),
+                lambda: self._store.mark_accepted(job.id, service_job_id, price, next_poll_at),
                 retry_on=(StoreUnavailable,),
                 what=f"recording job {service_job_id} of request {job.reference}",
             )
         except StoreUnavailable:
             log.error("request %s: job %s (charged %d yen) could not be recorded within %.0f s; the requester is "
-                      "told to give support the job id", job.reference, service_job_id, self.model.price_yen,
+                      "told to give support the job id", job.reference, service_job_id, price,
                       self._record_retry.deadline, extra=job_fields(job))
             self._tell(replace(job, service_job_id=service_job_id), "unrecorded")
             return

@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from bot import guardrails, views
+from bot.models import BUILT_IN, DEFAULT_MODEL
 from bot.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
 from bot.store import AdmissionRefused, JobState, JobStore, NewJob
@@ -30,15 +31,15 @@ class Clock:
 
 
 def request(user_id: int = 1, guild_id: int = 10, channel_id: int = 100) -> NewJob:
-    return NewJob(model="", prompt="a fox", seed=None, user_id=user_id, guild_id=guild_id, channel_id=channel_id,
-                  locale="en-US")
+    return NewJob(model=DEFAULT_MODEL.id, prompt="a fox", seed=None, user_id=user_id, guild_id=guild_id,
+                  channel_id=channel_id, locale="en-US")
 
 
 async def make_requests(
     tmp_path: Path, sim_client: VideoServiceClient, clock: Clock, **env: str
 ) -> tuple[VideoRequests, JobStore]:
     store = await JobStore.open(tmp_path / "jobs.sqlite3", clock=clock)
-    return VideoRequests(store, sim_client, settings(**env), clock=clock), store
+    return VideoRequests(store, sim_client, settings(**env), catalogue=BUILT_IN, clock=clock), store
 
 
 # -- places: channels and roles --------------------------------------------------------------------
