@@ -25,11 +25,12 @@ PRO = SimModel(id=PRO_ID, create_path="/gateway/videos/create-pro", price_yen=1_
 
 @contextlib.asynccontextmanager
 async def two_models(start_simulator: MakeSim, tmp_path: Path, *, max_budget: int = 10_000, default: str = "",
-                     **env: str) -> AsyncIterator[Stack]:
+                     daily_cap: str = "") -> AsyncIterator[Stack]:
     models = tmp_path / "models.toml"
     models.write_text((f'default = "{default}"\n' if default else "") + TWO_MODELS, encoding="utf-8")
     simulator = await start_simulator(job_seconds=0.3, max_budget=max_budget, extra_models=(PRO,))
-    async with open_stack(simulator, SIM_KEY, tmp_path, MODELS_FILE=str(models), **env) as stack:
+    async with open_stack(simulator, SIM_KEY, tmp_path, MODELS_FILE=str(models), GUILD_DAILY_BUDGET_YEN=daily_cap,
+                          VIDEO_COOLDOWN_SECONDS="0") as stack:
         yield stack
 
 
@@ -93,8 +94,7 @@ async def test_the_budget_check_uses_the_chosen_models_price(start_simulator: Ma
 
 
 async def test_the_servers_daily_cap_counts_the_chosen_models_price(start_simulator: MakeSim, tmp_path: Path) -> None:
-    cap = {"GUILD_DAILY_BUDGET_YEN": "1000", "VIDEO_COOLDOWN_SECONDS": "0"}
-    async with two_models(start_simulator, tmp_path, **cap) as stack:
+    async with two_models(start_simulator, tmp_path, daily_cap="1000") as stack:
         error = await video(stack, prompt="a lighthouse", model=PRO_ID)
         assert isinstance(error, AdmissionRefused) and error.code == "guild_daily_cap"
         assert await video(stack, prompt="a lighthouse") is None
