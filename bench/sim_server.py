@@ -34,14 +34,14 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from bot.models import DEFAULT_MODEL
+from bot.models import BUILT_IN
 from bot.simulator.app import CREATE_PATH, JOBS_PREFIX, KEY_INFO_PATH, SimulatorConfig, VideoServiceSimulator
 from bot.simulator.app import logger as simulator_logger
 
 API_KEY = "sk-bench-simulator-key-0001"
 #: The key's budget: a finite one, as a real key has, so the bot's check before each create compares
 #: against a number; a million videos, far more than any run spends.
-BUDGET_YEN = DEFAULT_MODEL.price_yen * 1_000_000
+BUDGET_YEN = BUILT_IN.price_of(BUILT_IN.default_id) * 1_000_000
 
 
 def endpoint_of(request: web.BaseRequest) -> str:

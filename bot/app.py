@@ -1,6 +1,6 @@
 """The composition root: the one place that builds the bot's parts from its settings.
 
-settings → HTTP session → service client → job store → worker → request handling (→ the optional
+settings → model catalogue → HTTP session → service client → job store → worker → request handling (→ the optional
 metrics endpoint, fed by the client's observer and a timing wrapper around the deliverer). The entry point
 (through `VideoBot.setup_hook`), the `check` command, the tests and the benchmark all build the parts
 here; what they swap (clock, retry policies, pacing, the deliverer, a traced session) is a parameter.
@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 
 from bot.metrics import Metrics, MetricsEndpoint, TimedDeliverer
+from bot.models import Catalogue, load_catalogue
 from bot.pacing import Pacer, service_pacer
 from bot.server_settings import ServerRules, defaults_from
 from bot.server_store import ServerStore
@@ -24,6 +25,11 @@ from bot.store import Job, JobStore
 from bot.video_client import ClientObserver, VideoServiceClient
 from bot.video_requests import VideoRequests
 from bot.worker import Deliverer, JobWorker, WorkerConfig
+
+
+def catalogue_of(settings: Settings) -> Catalogue:
+    """The models and prices of these settings (MODELS_FILE, or the spec's model); raises CatalogueError."""
+    return load_catalogue(settings.models_file)
 
 
 def worker_config(settings: Settings, **overrides: Any) -> WorkerConfig:
@@ -72,6 +78,7 @@ class Services:
     worker: JobWorker
     requests: VideoRequests
     rules: ServerRules
+    catalogue: Catalogue
     owns_session: bool = True
     metrics: MetricsEndpoint | None = None
 
@@ -95,12 +102,16 @@ async def open_services(
     worker: WorkerConfig | None = None,
     on_accepted: Callable[[Job], None] | None = None,
     metrics: Metrics | None = None,
+    catalogue: Catalogue | None = None,
 ) -> Services:
     """Open the store, the session and the client, and wire the worker and request handling to them.
 
     With `settings.metrics_port` set, /metrics is served from `metrics` (a new one unless given; a `client`
-    factory wires its own observer to it).
+    factory wires its own observer to it). `catalogue` is the one the caller already read from these
+    settings (read here otherwise).
     """
+    if catalogue is None:
+        catalogue = catalogue_of(settings)
     if settings.metrics_port is None:
         metrics = None
     elif metrics is None:
@@ -122,7 +133,8 @@ async def open_services(
 
         rules = server_rules(store, settings)
         requests = VideoRequests(
-            store, service, settings, rules, on_accepted=accepted, tell=job_worker.tell, clock=clock
+            store, service, settings, rules, catalogue=catalogue, on_accepted=accepted, tell=job_worker.tell,
+            clock=clock,
         )
         if metrics is not None and settings.metrics_port is not None:
             endpoint = MetricsEndpoint(metrics, store)
@@ -132,4 +144,4 @@ async def open_services(
             await http.close()
         await store.close()
         raise
-    return Services(settings, http, store, service, job_worker, requests, rules, owns_session, endpoint)
+    return Services(settings, http, store, service, job_worker, requests, rules, catalogue, owns_session, endpoint)

@@ -19,6 +19,12 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         # Command and option descriptions (Discord allows 100 characters each).
         "cmd.video": "Make an 8 s 1280x720 video with sound. Costs {price} from the shared budget; takes 1-3 minutes.",
         "cmd.video.prompt": "What the video shows (1 to 2,000 characters). Each video costs {price}.",
+        # With several models, /video names no single price: the model option's choices show each one.
+        "cmd.video.several": "Make a short video from the shared budget, at the chosen model's price; takes 1-3 minutes.",
+        "cmd.video.prompt.several": "What the video shows (1 to 2,000 characters). The price depends on the model.",
+        "cmd.video.model": "The model that makes the video; each choice shows its price. Empty: the default model.",
+        "model.label": "{name} · {price}",
+        "model.separator": ", ",
         "cmd.video.seed": "Optional seed, 0 to 4,294,967,295, to make a result repeatable.",
         "cmd.status": "Show your recent video requests, or one request in detail.",
         "cmd.status.job_id": "A request reference such as #42, or the service's job id.",
@@ -42,6 +48,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "video.field.job": "Job",
         "video.field.state": "State",
         "video.field.cost": "Cost",
+        "video.field.model": "Model",
         "video.field.started": "Started",
         "video.field.wait": "Expected wait",
         "video.wait": "about 1-3 minutes",
@@ -55,6 +62,11 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "again. Nothing was spent.",
         "error.seed_range": "The seed must be a whole number from {low:,} to {high:,}. Nothing was spent.",
         "error.seed_unsupported": "This model does not take a seed. Nothing was spent.",
+        "error.model_unknown": "There is no model `{model}`. Choose one of: {offered}. Nothing was spent.",
+        "error.model_not_allowed": "This server does not allow the model `{model}`. Choose one of: {offered}. Nothing "
+        "was spent.",
+        "error.model_none_allowed": "This server allows no video model at the moment; ask its admins. Nothing was "
+        "spent.",
         "error.rejected": "The video service did not accept request {ref}: {reason}. Nothing was charged ({zero}).",
         "error.busy": "The video service is busy or down right now, so request {ref} was not accepted. Nothing was "
         "charged ({zero}). Please try again in a few minutes.",
@@ -308,6 +320,11 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
     JA: {
         "cmd.video": "8秒・1280x720・音声付きの動画を作ります。共有予算から{price}、1〜3分かかります。",
         "cmd.video.prompt": "動画の内容（1〜2,000文字）。1本{price}です。",
+        "cmd.video.several": "共有予算で短い動画を作ります。料金は選んだモデルによります。1〜3分かかります。",
+        "cmd.video.prompt.several": "動画の内容（1〜2,000文字）。料金はモデルによります。",
+        "cmd.video.model": "動画を作るモデル。選択肢に料金が出ます。空欄なら既定のモデルです。",
+        "model.label": "{name}・{price}",
+        "model.separator": "、",
         "cmd.video.seed": "任意のシード値（0〜4,294,967,295）。同じ結果を再現したいときに。",
         "cmd.status": "最近の動画リクエスト、または1件の詳細を表示します。",
         "cmd.status.job_id": "#42 のような受付番号、またはサービスのジョブID。",
@@ -329,6 +346,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "video.field.job": "ジョブ",
         "video.field.state": "状態",
         "video.field.cost": "費用",
+        "video.field.model": "モデル",
         "video.field.started": "開始",
         "video.field.wait": "待ち時間の目安",
         "video.wait": "約1〜3分",
@@ -342,6 +360,10 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "費用はかかっていません。",
         "error.seed_range": "シード値は{low:,}〜{high:,}の整数にしてください。費用はかかっていません。",
         "error.seed_unsupported": "このモデルはシード値を使えません。費用はかかっていません。",
+        "error.model_unknown": "モデル `{model}` はありません。次から選んでください：{offered}。費用はかかっていません。",
+        "error.model_not_allowed": "このサーバーではモデル `{model}` を使えません。次から選んでください：{offered}。"
+        "費用はかかっていません。",
+        "error.model_none_allowed": "このサーバーでは今使えるモデルがありません。管理者に確認してください。費用はかかっていません。",
         "error.rejected": "動画サービスがリクエスト {ref} を受け付けませんでした: {reason}。課金はありません（{zero}）。",
         "error.busy": "動画サービスが混雑しているか停止中のため、リクエスト {ref} は受け付けられませんでした。"
         "課金はありません（{zero}）。数分後にもう一度お試しください。",
@@ -593,15 +615,19 @@ def yen(amount: int, locale: str | discord.Locale | None) -> str:
     return f"-¥{-amount:,}" if amount < 0 else f"¥{amount:,}"
 
 
-def description(locale: str | discord.Locale | None, key: str, price_yen: int | None = None) -> str:
-    """A command or option description; `{price}` is filled in the locale's own currency format."""
-    params = {"price": yen(price_yen, locale)} if price_yen is not None else {}
+def description(locale: str | discord.Locale | None, key: str, price_yen: int | None = None,
+                name: str | None = None) -> str:
+    """A command or option description (or a choice's name); `{price}` is filled in the locale's own currency
+    format, `{name}` as given."""
+    params: dict[str, object] = {"price": yen(price_yen, locale)} if price_yen is not None else {}
+    if name is not None:
+        params["name"] = name
     return t(locale, key, **params)
 
 
-def described(key: str, *, price_yen: int | None = None) -> app_commands.locale_str:
+def described(key: str, *, price_yen: int | None = None, name: str | None = None) -> app_commands.locale_str:
     """An English description that the translator localizes by its catalogue key."""
-    return app_commands.locale_str(description(EN, key, price_yen), key=key, price_yen=price_yen)
+    return app_commands.locale_str(description(EN, key, price_yen, name), key=key, price_yen=price_yen, name=name)
 
 
 class CatalogueTranslator(app_commands.Translator):
@@ -613,4 +639,4 @@ class CatalogueTranslator(app_commands.Translator):
         key = string.extras.get("key")
         if key is None or language(locale) != JA:
             return None
-        return description(locale, key, string.extras.get("price_yen"))
+        return description(locale, key, string.extras.get("price_yen"), string.extras.get("name"))

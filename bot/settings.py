@@ -68,6 +68,8 @@ class Settings:
     # The Prometheus endpoint (/metrics) is off unless a port is set; loopback only unless told otherwise.
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    # The model catalogue (TOML, see bot/models.py); None: the service spec's one model.
+    models_file: Path | None = None
 
     @property
     def zone(self) -> ZoneInfo:
@@ -221,6 +223,7 @@ def read_settings(env: Mapping[str, str]) -> Settings:
         prompt_retention_days=r.parsed("PROMPT_RETENTION_DAYS", 90, _positive_int, "a whole number of days above 0"),
         metrics_port=r.parsed("METRICS_PORT", None, _port, "a TCP port from 1 to 65535"),
         metrics_host=r.raw("METRICS_HOST") or "127.0.0.1",
+        models_file=Path(models) if (models := r.raw("MODELS_FILE")) else None,
     )
     if r.problems:
         raise SettingsError(r.problems)

@@ -264,3 +264,70 @@ async def test_a_development_server_gets_its_own_copy_and_its_own_record(tmp_pat
         assert await bot.store.get_meta(f"command_sync:{bot.application_id}:global") is None
     finally:
         await bot.store.close()
+
+
+# -- more than one model -------------------------------------------------------------------------------
+
+TWO_MODELS = """
+[[models]]
+id = "provider/video-model-2.0-fast"
+name = "Video 2.0 Fast"
+create_path = "/gateway/videos/create"
+price_yen = 250
+seed = true
+
+[[models]]
+id = "provider/video-model-2.0-pro"
+name = "Video 2.0 Pro"
+create_path = "/gateway/videos/create-pro"
+price_yen = 1200
+"""
+
+
+@pytest.fixture
+async def two_model_bot(tmp_path: Path) -> VideoBot:
+    models = tmp_path / "models.toml"
+    models.write_text(TWO_MODELS, encoding="utf-8")
+    return await build_bot(tmp_path, MODELS_FILE=str(models))
+
+
+async def test_with_one_model_video_offers_no_model_option(bot: VideoBot) -> None:
+    assert "model" not in options((await payloads(bot))["video"])
+
+
+async def test_with_several_models_video_offers_each_with_its_price(two_model_bot: VideoBot) -> None:
+    video = options((await payloads(two_model_bot))["video"])
+
+    assert list(video) == ["prompt", "model", "seed"]
+    model = video["model"]
+    assert model["type"] == 3 and model["required"] is False
+    assert [(c["name"], c["value"]) for c in model["choices"]] == [
+        ("Video 2.0 Fast · ¥250", "provider/video-model-2.0-fast"),
+        ("Video 2.0 Pro · ¥1,200", "provider/video-model-2.0-pro"),
+    ]
+    assert [c["name_localizations"] for c in model["choices"]] == [
+        {"ja": "Video 2.0 Fast・250円"}, {"ja": "Video 2.0 Pro・1,200円"},
+    ]
+    assert video["prompt"]["max_length"] == 2000 and video["seed"]["max_value"] == 4_294_967_295
+
+
+async def test_with_several_models_the_descriptions_name_no_single_price(two_model_bot: VideoBot) -> None:
+    video = (await payloads(two_model_bot))["video"]
+
+    texts = [video["description"], video["description_localizations"]["ja"]]
+    for option in video["options"]:
+        texts += [option["description"], option["description_localizations"]["ja"]]
+    assert not [text for text in texts if "¥" in text or "円" in text]
+    assert "1-3 minutes" in video["description"] and "price depends on the model" in options(video)["prompt"][
+        "description"]
+    for text in texts:
+        assert 1 <= len(text) <= 100, text
+    assert described_count(video) == 4
+
+
+def described_count(payload: dict[str, Any]) -> int:
+    return sum(1 for item in (payload, *payload.get("options", [])) if item["description_localizations"].get("ja"))
+
+
+async def test_the_digest_changes_when_the_catalogue_does(bot: VideoBot, two_model_bot: VideoBot) -> None:
+    assert await bot.command_digest(None) != await two_model_bot.command_digest(None)

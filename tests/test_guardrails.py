@@ -11,6 +11,7 @@ import pytest
 
 from bot import guardrails, views, windows
 from bot.app import server_rules
+from bot.models import BUILT_IN, DEFAULT_MODEL
 from bot.notices import RefusalCode
 from bot.server_settings import defaults_from
 from bot.server_store import MemberRecord
@@ -36,8 +37,8 @@ class Clock:
 
 
 def request(user_id: int = 1, guild_id: int = 10, channel_id: int = 100) -> NewJob:
-    return NewJob(model="", prompt="a fox", seed=None, user_id=user_id, guild_id=guild_id, channel_id=channel_id,
-                  locale="en-US")
+    return NewJob(model=DEFAULT_MODEL.id, prompt="a fox", seed=None, user_id=user_id, guild_id=guild_id,
+                  channel_id=channel_id, locale="en-US")
 
 
 async def make_requests(
@@ -45,7 +46,7 @@ async def make_requests(
 ) -> tuple[VideoRequests, JobStore]:
     store = await JobStore.open(tmp_path / "jobs.sqlite3", clock=clock)
     s = settings(**env)
-    return VideoRequests(store, sim_client, s, server_rules(store, s), clock=clock), store
+    return VideoRequests(store, sim_client, s, server_rules(store, s), catalogue=BUILT_IN, clock=clock), store
 
 
 # -- places: channels and roles --------------------------------------------------------------------

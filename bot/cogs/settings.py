@@ -216,7 +216,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
         self, interaction: Interaction, action: app_commands.Choice[str], model: str | None = None
     ) -> None:
         locale = interaction.locale.value
-        catalogue = self.bot.requests.catalogue_ids()
+        catalogue = self.bot.catalogue.ids
         if action.value == "all":
             await self._changed(interaction, {"allowed_models": None})
             return
@@ -235,7 +235,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
     async def model_autocomplete(self, interaction: Interaction, current: str) -> list[app_commands.Choice[str]]:
         return [
             app_commands.Choice(name=model_id[:100], value=model_id)
-            for model_id in self.bot.requests.catalogue_ids() if current.lower() in model_id.lower()
+            for model_id in self.bot.catalogue.ids if current.lower() in model_id.lower()
         ][:25]
 
     @app_commands.command(name="language", description=described("cmd.settings.language"))
