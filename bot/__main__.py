@@ -36,6 +36,7 @@ from bot.settings import Settings, SettingsError, load_settings
 from bot.store import SCHEMA_VERSION, DatabaseTooNew, JobStore
 from bot.video_bot import VideoBot
 from bot.video_client import mask_key
+from bot.video_requests import PAUSE_KEY
 
 log = logging.getLogger("bot")
 
@@ -408,6 +409,20 @@ async def backup(settings: Settings, destination: Path) -> int:
     return 0
 
 
+async def pause(settings: Settings, *, on: bool) -> int:
+    """The host's pause of /video in every server, kept in the database: the running bot obeys it at once."""
+    store = await JobStore.open(settings.database_path)
+    try:
+        if on:
+            await store.set_meta(PAUSE_KEY, str(time.time()))
+        else:
+            await store.delete_meta(PAUSE_KEY)
+    finally:
+        await store.close()
+    print("/video is paused in every server" if on else "/video is open again")
+    return 0
+
+
 # -- entry point ---------------------------------------------------------------------------------
 
 
@@ -420,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("check", help="check the settings, the database, the disk, the video service and Discord")
     backup_parser = commands.add_parser("backup", help="copy the database while the bot may be running")
     backup_parser.add_argument("path", type=Path, help="the backup file, or a directory to put a dated one in")
+    commands.add_parser("pause", help="refuse /video in every server until `resume` (no restart needed)")
+    commands.add_parser("resume", help="end a pause of /video")
     demo_parser = commands.add_parser("demo", help="see the bot work against local stand-ins: no account, no key")
     demo_parser.add_argument("--out", type=Path, default=Path("demo-output"), metavar="DIR",
                              help="where to save the demo's video (default: %(default)s)")
@@ -440,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command == "backup":
             return asyncio.run(backup(settings, args.path))
+        if command in ("pause", "resume"):
+            return asyncio.run(pause(settings, on=command == "pause"))
         runners = {"run": run, "sync": sync, "check": check}
         return asyncio.run(runners[command](settings))
     except (DatabaseTooNew, CatalogueError) as exc:

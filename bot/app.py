@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from bot.housekeeping import Chores, GuildLocale, Housekeeping, LinePoster
 from bot.metrics import Metrics, MetricsEndpoint, TimedDeliverer
 from bot.models import Catalogue, load_catalogue
 from bot.pacing import Pacer, service_pacer
@@ -79,12 +80,14 @@ class Services:
     requests: VideoRequests
     rules: ServerRules
     catalogue: Catalogue
+    housekeeping: Housekeeping
     owns_session: bool = True
     metrics: MetricsEndpoint | None = None
 
     async def close(self) -> None:
         if self.metrics is not None:
             await self.metrics.close()
+        await self.housekeeping.stop()
         await self.worker.stop()
         await self.requests.close()
         if self.owns_session:
@@ -103,12 +106,15 @@ async def open_services(
     on_accepted: Callable[[Job], None] | None = None,
     metrics: Metrics | None = None,
     catalogue: Catalogue | None = None,
+    post_line: LinePoster | None = None,
+    guild_locale: GuildLocale = lambda guild_id: None,
+    chores: Chores | None = None,
 ) -> Services:
     """Open the store, the session and the client, and wire the worker and request handling to them.
 
     With `settings.metrics_port` set, /metrics is served from `metrics` (a new one unless given; a `client`
     factory wires its own observer to it). `catalogue` is the one the caller already read from these
-    settings (read here otherwise).
+    settings (read here otherwise). `post_line` posts the servers' log lines (none are posted without it).
     """
     if catalogue is None:
         catalogue = catalogue_of(settings)
@@ -136,6 +142,10 @@ async def open_services(
             store, service, settings, rules, catalogue=catalogue, on_accepted=accepted, tell=job_worker.tell,
             clock=clock,
         )
+        chores_runner = Housekeeping(
+            store, rules, service, settings, post_line or _no_log_channel, guild_locale=guild_locale, chores=chores,
+            clock=clock,
+        )
         if metrics is not None and settings.metrics_port is not None:
             endpoint = MetricsEndpoint(metrics, store)
             await endpoint.start(settings.metrics_host, settings.metrics_port)
@@ -144,4 +154,10 @@ async def open_services(
             await http.close()
         await store.close()
         raise
-    return Services(settings, http, store, service, job_worker, requests, rules, catalogue, owns_session, endpoint)
+    return Services(
+        settings, http, store, service, job_worker, requests, rules, catalogue, chores_runner, owns_session, endpoint
+    )
+
+
+async def _no_log_channel(channel_id: int, text: str) -> None:
+    """Without Discord (the `check` command, the benchmark) there is no channel to post to."""

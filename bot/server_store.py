@@ -58,9 +58,14 @@ class ServerStore:
         rows = await self._db.fetch_all(
             "SELECT key, value, updated_at, updated_by FROM server_settings WHERE guild_id = ?", (guild_id,)
         )
-        return {
-            row["key"]: StoredSetting(json.loads(row["value"]), row["updated_at"], row["updated_by"]) for row in rows
-        }
+        stored: dict[str, StoredSetting] = {}
+        for row in rows:
+            try:
+                value = json.loads(row["value"])
+            except ValueError:
+                continue  # a damaged row: the setting's default holds (ServerRules.effective says so in the log)
+            stored[row["key"]] = StoredSetting(value, row["updated_at"], row["updated_by"])
+        return stored
 
     async def change_settings(
         self, guild_id: int, by_user_id: int, changes: dict[str, tuple[Any, Any, bool]]
@@ -85,6 +90,11 @@ class ServerStore:
                     guild_id, "setting", user_id=by_user_id,
                     details={"key": key, "old": old, "new": None if reset else new, "default": reset},
                 )
+
+    async def guilds_with_setting(self, key: str) -> dict[int, Any]:
+        """Every server that set `key` itself, with its value."""
+        rows = await self._db.fetch_all("SELECT guild_id, value FROM server_settings WHERE key = ?", (key,))
+        return {row["guild_id"]: json.loads(row["value"]) for row in rows}
 
     # -- blocklist --------------------------------------------------------------------------------
 

@@ -57,7 +57,8 @@ class Settings:
     budget_timezone: str = "Asia/Tokyo"
     allowed_channel_ids: frozenset[int] = frozenset()
     required_role_id: int | None = None
-    # Defaults of the per-server settings above this line and these; admins override them with /settings.
+    # These three, like the cooldown, jobs in flight, daily cap, time zone, channels and role above, are only
+    # the defaults of the per-server settings (bot/server_settings.py); admins override them with /settings.
     guild_monthly_budget_yen: int | None = None
     member_daily_budget_yen: int | None = None
     member_monthly_budget_yen: int | None = None

@@ -7,7 +7,7 @@ from typing import Any
 
 import discord
 
-from bot.discord_text import EMBED_DESCRIPTION, FIELD_VALUE, fit_content, fit_embed, plain, shorten
+from bot.discord_text import EMBED_DESCRIPTION, FIELD_VALUE, fit_content, fit_embed, inline_code, plain, shorten
 from bot.i18n import t, yen
 from bot.server_settings import SETTING_KEYS, Change, ServerSettings, SettingKey
 from bot.server_store import Event
@@ -114,9 +114,9 @@ def event_line(event: Event, locale: str) -> str:
     params = {
         "ref": f"#{int(event.job_id)}" if event.job_id is not None else "",
         "user": f"<@{int(event.user_id or 0)}>",
-        "job_id": plain(str(details.get("service_job_id") or "-"), 80),
+        "job_id": inline_code(str(details.get("service_job_id") or "-")),
         "amount": yen(int(details.get("yen") or 0), locale),
-        "code": plain(str(details.get("code") or details.get("state") or "-"), 40),
+        "code": inline_code(str(details.get("code") or details.get("state") or "-"), 40),
     }
     if event.kind == "budget_low":
         params["left"] = yen(int(details.get("left") or 0), locale)

@@ -561,6 +561,10 @@ class JobStore:
         row = await self._one("SELECT value FROM meta WHERE key = ?", (key,))
         return str(row[0]) if row else None
 
+    async def delete_meta(self, key: str) -> None:
+        async with self._write():
+            await self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+
     async def set_meta(self, key: str, value: str) -> None:
         async with self._write():
             await self._db.execute(

@@ -64,8 +64,10 @@ class VideoBot(commands.Bot):
         self.catalogue = services.catalogue
 
     async def setup_hook(self) -> None:
-        self.attach(await open_services(self.settings, DiscordDelivery(self, self.catalogue),
-                                        catalogue=self.catalogue))
+        self.attach(await open_services(
+            self.settings, DiscordDelivery(self, self.catalogue), catalogue=self.catalogue,
+            post_line=self.post_line, guild_locale=self.guild_locale,
+        ))
         # Before any command can run, so only rows the last run left half-done are `received` or
         # `submitting` now. Their requesters are told once the worker runs (it sweeps for them).
         for job in await self.store.recover_after_restart():
@@ -80,6 +82,9 @@ class VideoBot(commands.Bot):
         log.info("connected as %s (%s) to %d servers", self.user, self.application_id, len(self.guilds))
         if not self.worker.running:
             self.worker.start()
+        self.services.housekeeping.start()
+        for guild in list(self.guilds):
+            await self.leave_if_unlisted(guild)
         if self.settings.heartbeat_path is not None and not self.heartbeat.is_running():
             self.heartbeat.start()
 
@@ -91,11 +96,37 @@ class VideoBot(commands.Bot):
         if self.heartbeat.is_running():
             self.heartbeat.cancel()
         if hasattr(self, "services"):
+            await self.services.housekeeping.stop()
             await self.worker.stop()
         await super().close()
         if hasattr(self, "services"):
             await self.services.close()
         log.info("closed cleanly")
+
+    # -- servers ---------------------------------------------------------------------------------
+
+    async def on_guild_join(self, guild: discord.Guild) -> None:
+        await self.leave_if_unlisted(guild)
+
+    async def on_guild_remove(self, guild: discord.Guild) -> None:
+        await self.services.housekeeping.forget_server(guild.id)
+
+    async def leave_if_unlisted(self, guild: discord.Guild) -> bool:
+        """With a server list and LEAVE_UNLISTED_GUILDS, the bot leaves servers the host has not listed."""
+        allowed = self.settings.allowed_guild_ids
+        if not allowed or guild.id in allowed or not self.settings.leave_unlisted_guilds:
+            return False
+        log.warning("leaving server %s: it is not in ALLOWED_GUILD_IDS", guild.id)
+        await guild.leave()
+        return True
+
+    async def post_line(self, channel_id: int, text: str) -> None:
+        """One line in a server's log channel, pinging nobody (the text holds mentions only to name people)."""
+        await self.get_partial_messageable(channel_id).send(text, allowed_mentions=discord.AllowedMentions.none())
+
+    def guild_locale(self, guild_id: int) -> str | None:
+        guild = self.get_guild(guild_id)
+        return guild.preferred_locale.value if guild is not None else None
 
     # -- command sync ----------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from bot.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
 from bot.store import AdmissionRefused, JobState, JobStore, NewJob
 from bot.video_client import VideoServiceClient
-from bot.video_requests import VideoRequests
+from bot.video_requests import PAUSE_KEY, VideoRequests
 
 BASE_ENV = {"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k"}
 
@@ -334,4 +334,20 @@ async def test_a_failed_job_counts_against_a_quota_until_support_credits_it(
     await store.mark_credited(job.id, guild_id=10, by_user_id=900)
     await requests.submit(request())
     assert simulator.creates_received == 2
+    await store.close()
+
+
+async def test_a_host_pause_refuses_video_everywhere_until_resumed(
+    tmp_path: Path, sim_client: VideoServiceClient, simulator: VideoServiceSimulator
+) -> None:
+    clock = Clock(1_800_000_000.0)
+    requests, store = await make_requests(tmp_path, sim_client, clock)
+    await store.set_meta(PAUSE_KEY, "1")
+    for guild_id in (10, 11):
+        with pytest.raises(AdmissionRefused) as refused:
+            await requests.submit(request(guild_id=guild_id))
+        assert refused.value.code == "paused"
+    await store.delete_meta(PAUSE_KEY)
+    await requests.submit(request())
+    assert simulator.creates_received == 1
     await store.close()

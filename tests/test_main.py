@@ -21,6 +21,7 @@ from bot.__main__ import check_database, check_discord, check_video_service, che
 from bot.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
 from bot.store import SCHEMA_VERSION, JobStore
+from bot.video_requests import PAUSE_KEY
 from tests.conftest import SIM_KEY
 from tests.discord_double import DiscordDouble, subprocess_env
 
@@ -395,3 +396,21 @@ async def test_log_format_json_makes_every_log_line_a_json_object(token_refusing
     entries = [json.loads(line) for line in err.splitlines()]
     assert {"level": "ERROR", "logger": "bot"}.items() <= entries[-1].items()
     assert entries[-1]["message"].startswith("Discord refused DISCORD_TOKEN")
+
+
+# -- the host's pause ---------------------------------------------------------------------------------
+
+
+async def test_pause_and_resume_are_kept_in_the_database_for_the_running_bot(tmp_path: Path) -> None:
+    env = {"DISCORD_TOKEN": TOKEN, "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": SIM_KEY,
+           "DATABASE_PATH": str(tmp_path / "bot.sqlite3")}
+    code, out, _err = await run_bot(["pause"], env, tmp_path)
+    assert code == 0 and "paused in every server" in out
+    store = await JobStore.open(tmp_path / "bot.sqlite3")
+    try:
+        assert await store.get_meta(PAUSE_KEY) is not None
+        code, out, _err = await run_bot(["resume"], env, tmp_path)
+        assert code == 0 and "open again" in out
+        assert await store.get_meta(PAUSE_KEY) is None
+    finally:
+        await store.close()

@@ -14,7 +14,7 @@ from bot.cogs.video import VideoCog
 from bot.errors import BudgetTooLow, InvalidRequest, ModelUnavailable
 from bot.simulator import MODEL_ID, SimModel
 from bot.store import AdmissionRefused, JobState
-from tests.cogs.helpers import Stack, embed_fields, invoke, open_stack
+from tests.cogs.helpers import GUILD_ID, Stack, embed_fields, invoke, open_stack
 from tests.conftest import SIM_KEY
 from tests.conftest import SimulatorFactory as MakeSim
 from tests.test_command_schema import TWO_MODELS
@@ -109,3 +109,18 @@ async def test_balance_counts_videos_left_at_the_default_models_price(start_simu
         embed = stack.log.only_reply().embed
         assert embed is not None
         assert embed_fields(embed)["Videos left"] == "8 at ¥1,200 each"
+
+
+async def test_a_servers_default_model_and_allowed_models_decide(stack: Stack) -> None:
+    rules = stack.bot.requests.rules
+    await rules.change(GUILD_ID, 900, {"default_model": PRO_ID})
+    assert await video(stack, prompt="a lighthouse") is None  # no model given: this server's default
+    [job] = await stack.store.jobs_in_states(JobState)
+    assert (job.model, job.charged_yen) == (PRO_ID, 1_200)
+
+    await rules.change(GUILD_ID, 900, {"allowed_models": [MODEL_ID], "default_model": None})
+    error = await video(stack, prompt="a lighthouse", model=PRO_ID)
+    assert isinstance(error, ModelUnavailable) and error.problem == "not_allowed"
+    assert stack.simulator.creates_received == 1
+    assert await video(stack, prompt="a lighthouse") is None
+    assert stack.simulator.spend_by_model == {PRO_ID: 1_200, MODEL_ID: 250}

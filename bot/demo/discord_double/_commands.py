@@ -14,7 +14,13 @@ OPTION_STRING = 3
 OPTION_INTEGER = 4
 OPTION_BOOLEAN = 5
 OPTION_NUMBER = 10
-SUPPORTED_OPTION_TYPES = {OPTION_STRING, OPTION_INTEGER, OPTION_BOOLEAN, OPTION_NUMBER}
+OPTION_SUB_COMMAND = 1
+OPTION_USER = 6
+OPTION_CHANNEL = 7
+OPTION_ROLE = 8
+#: Snowflake options: the client sends the id as a string and the objects in `data.resolved`.
+SNOWFLAKE_OPTION_TYPES = {OPTION_USER, OPTION_CHANNEL, OPTION_ROLE}
+SUPPORTED_OPTION_TYPES = {OPTION_STRING, OPTION_INTEGER, OPTION_BOOLEAN, OPTION_NUMBER, *SNOWFLAKE_OPTION_TYPES}
 
 COMMAND_CHAT_INPUT = 1
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -126,6 +132,10 @@ def typed_value(command: dict[str, Any], option: dict[str, Any], value: object) 
     label = f"/{command['name']} {option['name']}"
     if kind not in SUPPORTED_OPTION_TYPES:
         raise ValueError(f"{label}: option type {kind} is not supported by the double")
+    if kind in SNOWFLAKE_OPTION_TYPES:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{label} expects an id, got {value!r}")
+        return str(value)
     if kind == OPTION_STRING:
         if not isinstance(value, str):
             raise ValueError(f"{label} expects a string, got {value!r}")
@@ -151,6 +161,14 @@ def typed_value(command: dict[str, Any], option: dict[str, Any], value: object) 
     if choices and value not in [c["value"] for c in choices]:
         raise ValueError(f"{label}: {value!r} is not one of the choices")
     return value
+
+
+def subcommand(command: dict[str, Any], name: str) -> dict[str, Any]:
+    """`/group name` as a command of its own, for building its options."""
+    option = find_option(command, name)
+    if option.get("type") != OPTION_SUB_COMMAND:
+        raise ValueError(f"/{command['name']} {name} is not a subcommand")
+    return {"name": f"{command['name']} {name}", "options": option.get("options") or []}
 
 
 def build_options(

@@ -341,9 +341,17 @@ class DiscordDouble:
         attachment_size_limit: int | None = None,
         roles: list[int] | None = None,
     ) -> InteractionRecord:
-        """A user runs /name; options are checked against the synced schema like the client does."""
-        command, guild_scoped = self._synced_command(name)
-        data_options = _commands.build_options(command, dict(options or {}))
+        """A user runs /name (or `/group sub`); options are checked against the synced schema like the client does.
+
+        User, channel and role options take ids; their objects go into `data.resolved` as Discord sends them.
+        """
+        top, _, sub = name.partition(" ")
+        command, guild_scoped = self._synced_command(top)
+        target = _commands.subcommand(command, sub) if sub else command
+        data_options = _commands.build_options(target, dict(options or {}))
+        resolved = self._resolved(target, data_options)
+        if sub:
+            data_options = [{"name": sub, "type": _commands.OPTION_SUB_COMMAND, "options": data_options}]
         return await self._send_interaction(
             INTERACTION_APPLICATION_COMMAND,
             command,
@@ -354,7 +362,36 @@ class DiscordDouble:
             locale=locale,
             attachment_size_limit=attachment_size_limit,
             roles=roles,
+            resolved=resolved,
         )
+
+    def _resolved(self, command: dict[str, Any], data_options: list[dict[str, Any]]) -> dict[str, Any]:
+        resolved: dict[str, dict[str, Any]] = {}
+        for option in data_options:
+            kind, value = option["type"], option.get("value")
+            if kind not in _commands.SNOWFLAKE_OPTION_TYPES or value is None:
+                continue
+            snowflake = int(value)
+            if kind == _commands.OPTION_CHANNEL:
+                if snowflake not in self._channels:
+                    raise ValueError(f"/{command['name']}: channel {snowflake} is not a channel of the guild")
+                channel = dict(self._channels[snowflake])
+                channel["permissions"] = str(self._permissions(self._members[self.bot_user_id].roles))
+                resolved.setdefault("channels", {})[value] = channel
+            elif kind == _commands.OPTION_ROLE:
+                if snowflake not in self._roles:
+                    self.add_role(snowflake)
+                resolved.setdefault("roles", {})[value] = dict(self._roles[snowflake])
+            else:
+                if snowflake not in self._members:
+                    self._register_member(snowflake, name=None, roles=None)
+                member = self._members[snowflake]
+                resolved.setdefault("users", {})[value] = dict(self._users[snowflake])
+                payload = self._member_payload(member, roles=member.roles)
+                payload.pop("user", None)
+                payload["permissions"] = str(self._permissions(member.roles))
+                resolved.setdefault("members", {})[value] = payload
+        return resolved
 
     async def send_autocomplete(
         self,
@@ -467,6 +504,7 @@ class DiscordDouble:
         locale: str,
         attachment_size_limit: int | None,
         roles: list[int] | None,
+        resolved: dict[str, Any] | None = None,
     ) -> InteractionRecord:
         channel_id = self.channel_ids[0] if channel_id is None else channel_id
         if channel_id not in self._channels:
@@ -494,6 +532,8 @@ class DiscordDouble:
         }
         if guild_scoped:
             data["guild_id"] = str(self.guild_id)
+        if resolved:
+            data["resolved"] = resolved
         member_payload = self._member_payload(member, roles=member_roles)
         member_payload["permissions"] = str(self._permissions(member_roles))
         payload: dict[str, Any] = {

@@ -1,0 +1,161 @@
+"""The bot's chores beside the jobs: each server's log channel, budget alerts, and forgetting old prompts.
+
+Events are written to the database in the same transaction as what they report (bot/store.py,
+bot/server_store.py), and posted from here in order, so a stop between the two loses no log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import discord
+
+from bot.server_settings import ServerRules
+from bot.settings import Settings
+from bot.settings_views import event_line
+from bot.store import JobStore
+from bot.video_client import VideoServiceClient
+
+log = logging.getLogger(__name__)
+
+#: Posts one line into a channel (the bot's HTTP API: no gateway shard needed).
+LinePoster = Callable[[int, str], Awaitable[None]]
+#: The language a server's own preferred locale gives, when its admins set none.
+GuildLocale = Callable[[int], str | None]
+
+BUDGET_ALERT_KEY = "budget_alert:{guild_id}"
+
+
+@dataclass(frozen=True)
+class Chores:
+    tick_seconds: float = 2.0  # log lines appear within seconds; one indexed query a tick
+    budget_check_seconds: float = 300.0  # /key/info is read at most this often for alerts
+    retention_check_seconds: float = 3600.0
+    give_up_posting_after: float = 3600.0  # a log line Discord keeps refusing is dropped after this
+
+
+class Housekeeping:
+    def __init__(
+        self,
+        store: JobStore,
+        rules: ServerRules,
+        client: VideoServiceClient,
+        settings: Settings,
+        post: LinePoster,
+        *,
+        guild_locale: GuildLocale = lambda guild_id: None,
+        chores: Chores | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._rules = rules
+        self._client = client
+        self._settings = settings
+        self._post = post
+        self._guild_locale = guild_locale
+        self._chores = chores or Chores()
+        self._clock = clock
+        self._task: asyncio.Task[None] | None = None
+        self._last_budget_check = float("-inf")
+        self._last_retention = float("-inf")
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="housekeeping")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await self.tick()
+            await asyncio.sleep(self._chores.tick_seconds)
+
+    async def tick(self) -> None:
+        """One round of every chore that is due; one failing chore never stops the others or the loop."""
+        now = self._clock()
+        chores: list[tuple[str, Callable[[], Awaitable[object]]]] = [("log channels", self.post_events)]
+        if now - self._last_budget_check >= self._chores.budget_check_seconds:
+            self._last_budget_check = now
+            chores.append(("budget alerts", self.check_budget))
+        if now - self._last_retention >= self._chores.retention_check_seconds:
+            self._last_retention = now
+            chores.append(("prompt retention", self.erase_old_prompts))
+        for name, chore in chores:
+            try:
+                await chore()
+            except Exception:
+                log.exception("housekeeping: %s failed; trying again next round", name)
+
+    # -- the chores ---------------------------------------------------------------------------------
+
+    async def post_events(self, limit: int = 50) -> int:
+        """Post waiting events to their servers' log channels, oldest first; returns how many were posted."""
+        posted = 0
+        for event in await self._rules.store.unposted_events(limit):
+            server = await self._rules.effective(event.guild_id)
+            if server.log_channel_id is None:
+                await self._rules.store.mark_posted([event.id])
+                continue
+            language = server.language or self._guild_locale(event.guild_id) or "en"
+            try:
+                await self._post(server.log_channel_id, event_line(event, language))
+            except (discord.Forbidden, discord.NotFound):
+                # The channel is gone or closed to the bot: the admins see it in /settings show; no retry helps.
+                log.warning("server %s: cannot post to log channel %s; event %s dropped", event.guild_id,
+                            server.log_channel_id, event.id)
+            except (discord.HTTPException, OSError) as exc:
+                if self._clock() - event.created_at < self._chores.give_up_posting_after:
+                    log.warning("server %s: log channel unavailable (%s); retrying next round", event.guild_id,
+                                type(exc).__name__)
+                    return posted  # keep the order: later events wait for this one
+                log.warning("server %s: event %s dropped after an hour of failures", event.guild_id, event.id)
+            else:
+                posted += 1
+            await self._rules.store.mark_posted([event.id])
+        return posted
+
+    async def check_budget(self) -> None:
+        """One alert per server when the key's remaining budget falls below its threshold, until it recovers."""
+        thresholds = await self._rules.store.guilds_with_setting("budget_alert_yen")
+        if not thresholds:
+            return
+        info = await self._client.key_info()
+        left = info.available
+        for guild_id, threshold in thresholds.items():
+            if not isinstance(threshold, int) or isinstance(threshold, bool):
+                continue
+            key = BUDGET_ALERT_KEY.format(guild_id=guild_id)
+            alerted = await self._store.get_meta(key) is not None
+            low = left is not None and left < threshold
+            if low and not alerted:
+                await self._rules.store.add_event(guild_id, "budget_low", details={"left": left,
+                                                                                   "threshold": threshold})
+                await self._store.set_meta(key, str(self._clock()))
+            elif not low and alerted:
+                await self._store.delete_meta(key)
+
+    async def erase_old_prompts(self) -> int:
+        cutoff = self._clock() - self._settings.prompt_retention_days * 86400
+        erased = await self._store.erase_prompts(finished_before=cutoff)
+        if erased:
+            log.info("erased the prompts of %d requests finished more than %d days ago", erased,
+                     self._settings.prompt_retention_days)
+        return erased
+
+    async def forget_server(self, guild_id: int) -> int:
+        """The bot left a server: its ledger stays (ids, amounts), its prompts go."""
+        erased = await self._store.erase_prompts(guild_id=guild_id)
+        log.info("left server %s: erased the prompts of its %d requests", guild_id, erased)
+        return erased

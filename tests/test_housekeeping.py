@@ -1,0 +1,160 @@
+"""The chores beside the jobs: log lines posted once and in order, one budget alert per fall, prompts forgotten."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import discord
+import pytest
+
+from bot.app import server_rules
+from bot.housekeeping import Chores, Housekeeping
+from bot.server_settings import ServerRules
+from bot.settings import Settings, read_settings
+from bot.simulator import VideoServiceSimulator
+from bot.store import JobState, JobStore, NewJob
+from bot.video_client import VideoServiceClient
+
+GUILD = 10
+LOG = 500
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Poster:
+    """Records what would be posted; `refuse` makes Discord answer the next post with that error instead."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[int, str]] = []
+        self.refuse: Exception | None = None
+
+    async def __call__(self, channel_id: int, text: str) -> None:
+        if self.refuse is not None:
+            error, self.refuse = self.refuse, None
+            raise error
+        self.lines.append((channel_id, text))
+
+
+def http_error(status: int) -> discord.HTTPException:
+    class Response:
+        reason = "refused"
+
+    response = Response()
+    response.status = status  # type: ignore[attr-defined]
+    error_type = {403: discord.Forbidden, 404: discord.NotFound}.get(status, discord.HTTPException)
+    return error_type(response, "refused")
+
+
+def settings(**env: str) -> Settings:
+    return read_settings({"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k",
+                          **env})
+
+
+@pytest.fixture
+async def parts(tmp_path: Path, sim_client: VideoServiceClient):  # type: ignore[no-untyped-def]
+    clock = Clock(1_800_000_000.0)
+    store = await JobStore.open(tmp_path / "bot.sqlite3", clock=clock)
+    s = settings(PROMPT_RETENTION_DAYS="30")
+    rules = server_rules(store, s)
+    poster = Poster()
+    chores = Housekeeping(store, rules, sim_client, s, poster, chores=Chores(), clock=clock)
+    yield store, rules, chores, poster, clock
+    await store.close()
+
+
+Parts = tuple[JobStore, ServerRules, Housekeeping, Poster, Clock]
+
+
+async def test_events_are_posted_once_in_order_only_where_a_log_channel_is_set(parts: Parts) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.store.add_event(GUILD, "refused", user_id=1, details={"code": "blocklist"})  # before a channel
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "member_daily_cap"})
+    await rules.store.add_event(11, "refused", user_id=3, details={"code": "blocklist"})  # no channel there
+
+    assert await chores.post_events() == 3
+    assert [channel for channel, _ in poster.lines] == [LOG, LOG, LOG]
+    texts = [text for _, text in poster.lines]
+    assert "refused (`blocklist`)" in texts[0] and "Log channel: off → <#500>" in texts[1]
+    assert "refused (`member_daily_cap`)" in texts[2]
+    assert await chores.post_events() == 0  # posted once
+    assert len(poster.lines) == 3
+
+
+async def test_a_log_line_discord_cannot_take_now_waits_and_keeps_the_order(parts: Parts) -> None:
+    _store, rules, chores, poster, clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG, "language": "ja"})
+    await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "blocklist"})
+    poster.refuse = http_error(503)
+    assert await chores.post_events() == 0  # the first line failed: the later ones wait behind it
+    assert await chores.post_events() == 3  # two settings changes and the refusal, in order
+    # In the server's language, Japanese here.
+    assert "ログチャンネル" in poster.lines[0][1] and "言語" in poster.lines[1][1]
+    assert "拒否（`blocklist`）" in poster.lines[2][1]
+
+    # A channel closed to the bot: the line is dropped, not retried for ever.
+    await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "blocklist"})
+    poster.refuse = http_error(403)
+    assert await chores.post_events() == 0
+    assert await chores.post_events() == 0
+    # A line Discord keeps failing for an hour is given up too.
+    await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "blocklist"})
+    poster.refuse = http_error(500)
+    clock.now += 3601
+    assert await chores.post_events() == 0
+    assert await chores.post_events() == 0
+
+
+async def test_a_budget_alert_is_posted_once_until_the_budget_recovers(
+    parts: Parts, simulator: VideoServiceSimulator
+) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG, "budget_alert_yen": 5_000})
+    await chores.check_budget()
+    assert await rules.store.recent_events(GUILD, "budget_low") == []  # 10,000 left
+
+    simulator.spend = 6_000  # 4,000 left: below the threshold
+    await chores.check_budget()
+    await chores.check_budget()
+    [alert] = await rules.store.recent_events(GUILD, "budget_low")
+    assert alert.details == {"left": 4_000, "threshold": 5_000}
+    await chores.post_events()
+    assert "¥4,000 left" in poster.lines[-1][1]
+
+    simulator.spend = 1_000  # recovered (a budget raise); the next fall alerts again
+    await chores.check_budget()
+    simulator.spend = 9_000
+    await chores.check_budget()
+    assert len(await rules.store.recent_events(GUILD, "budget_low")) == 2
+
+
+async def test_old_prompts_and_a_left_servers_prompts_are_erased_but_the_ledger_stays(parts: Parts) -> None:
+    store, _rules, chores, _poster, clock = parts
+
+    async def job(guild_id: int, prompt: str) -> int:
+        new = NewJob(model="m", prompt=prompt, seed=None, user_id=1, guild_id=guild_id, channel_id=1)
+        row = await store.add_submission(new)
+        await store.transition(row.id, JobState.SUBMITTING)
+        await store.mark_accepted(row.id, f"vid-{row.id}", 250, clock.now)
+        await store.transition(row.id, JobState.FAILED)
+        return row.id
+
+    old = await job(GUILD, "an old fox")
+    clock.now += 31 * 86400
+    recent = await job(GUILD, "a new fox")
+    waiting = await store.add_submission(NewJob(model="m", prompt="about to be sent", seed=None, user_id=1,
+                                                guild_id=12, channel_id=1))
+    other = await job(12, "a fox elsewhere")
+
+    assert await chores.erase_old_prompts() == 1
+    assert (await store.get(old)).prompt == "" and (await store.get(recent)).prompt == "a new fox"
+    assert await chores.forget_server(12) == 1
+    assert (await store.get(other)).prompt == ""
+    assert (await store.get(waiting.id)).prompt == "about to be sent"  # not yet sent: kept for its create
+    assert await store.ledger() == (3, 750)

@@ -1,0 +1,86 @@
+"""Per-server settings: the environment's defaults, an admin's changes with their history, damaged rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.app import server_rules
+from bot.server_settings import SETTING_KEYS, InvalidSetting, check_value, defaults_from
+from bot.settings import read_settings
+from bot.store import JobStore
+
+ENV = {"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k"}
+
+
+def test_the_environment_gives_the_defaults() -> None:
+    defaults = defaults_from(read_settings({**ENV, "GUILD_DAILY_BUDGET_YEN": "5000", "REQUIRED_ROLE_ID": "55",
+                                            "ALLOWED_CHANNEL_IDS": "1,2", "BUDGET_TIMEZONE": "UTC",
+                                            "VIDEO_COOLDOWN_SECONDS": "30", "MEMBER_MONTHLY_BUDGET_YEN": "2000"}))
+    assert defaults.guild_daily_cap_yen == 5000 and defaults.member_monthly_cap_yen == 2000
+    assert defaults.allowed_role_ids == {55} and defaults.allowed_channel_ids == {1, 2}
+    assert defaults.timezone == "UTC" and defaults.cooldown_seconds == 30
+    assert defaults.reroll_by == "requester" and defaults.confirm_before_spending is False
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("guild_daily_cap_yen", 0), ("guild_daily_cap_yen", -5), ("guild_daily_cap_yen", True),
+    ("guild_daily_cap_yen", 10**12), ("cooldown_seconds", -1), ("max_active_jobs", 101),
+    ("allowed_channel_ids", [0]), ("allowed_channel_ids", list(range(1, 30))), ("timezone", "Mars/Olympus"),
+    ("language", "fr"), ("reroll_by", "nobody"), ("confirm_before_spending", "yes"), ("no_such_setting", 1),
+])
+def test_values_out_of_bounds_are_refused(key: str, value: object) -> None:
+    with pytest.raises(InvalidSetting):
+        check_value(key, value)
+
+
+async def test_a_change_holds_at_once_is_recorded_and_reset_returns_to_the_default(tmp_path: Path) -> None:
+    store = await JobStore.open(tmp_path / "bot.sqlite3")
+    settings = read_settings({**ENV, "GUILD_DAILY_BUDGET_YEN": "5000"})
+    rules = server_rules(store, settings)
+    try:
+        changes = await rules.change(10, 900, {"guild_daily_cap_yen": 3000, "cooldown_seconds": 0})
+        assert [(c.key, c.old, c.new) for c in changes] == [("guild_daily_cap_yen", 5000, 3000),
+                                                            ("cooldown_seconds", 60, 0)]
+        server = await rules.effective(10)
+        assert server.guild_daily_cap_yen == 3000 and server.from_server == {"guild_daily_cap_yen",
+                                                                             "cooldown_seconds"}
+        assert (await rules.effective(11)).guild_daily_cap_yen == 5000  # another server keeps the default
+        assert await rules.change(10, 900, {"guild_daily_cap_yen": 3000}) == []  # nothing new
+        history = await rules.store.recent_events(10, "setting")
+        assert [e.details["key"] for e in history] == ["cooldown_seconds", "guild_daily_cap_yen"]
+        assert history[1].user_id == 900 and history[1].details["old"] == 5000 and history[1].details["new"] == 3000
+
+        with pytest.raises(InvalidSetting):  # all or nothing
+            await rules.change(10, 900, {"guild_daily_cap_yen": 100, "timezone": "Nowhere/Else"})
+        assert (await rules.effective(10)).guild_daily_cap_yen == 3000
+
+        reset = await rules.reset(10, 900, "guild_daily_cap_yen")
+        assert reset is not None and reset.new == 5000
+        assert (await rules.effective(10)).guild_daily_cap_yen == 5000
+        assert await rules.reset(10, 900, "guild_daily_cap_yen") is None
+    finally:
+        await store.close()
+
+
+async def test_a_damaged_row_falls_back_to_the_default(tmp_path: Path) -> None:
+    store = await JobStore.open(tmp_path / "bot.sqlite3")
+    rules = server_rules(store, read_settings(ENV))
+    try:
+        await rules.change(10, 900, {"member_daily_cap_yen": 500, "max_active_jobs": 3})
+        async with store.transaction():
+            await store.execute(
+                "UPDATE server_settings SET value = '\"lots\"' WHERE key = 'member_daily_cap_yen'"
+            )
+        server = await rules.effective(10)
+        assert server.member_daily_cap_yen is None and server.max_active_jobs == 3
+        assert "member_daily_cap_yen" not in server.from_server
+    finally:
+        await store.close()
+
+
+def test_every_setting_has_a_name_in_both_languages() -> None:
+    from bot.i18n import CATALOGUE
+    for language in CATALOGUE.values():
+        assert all(f"setting.{key}" in language for key in SETTING_KEYS)
