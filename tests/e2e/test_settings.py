@@ -8,6 +8,7 @@ line per event and never a prompt.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -115,3 +116,20 @@ async def test_a_full_width_variant_of_a_blocked_term_is_refused_with_nothing_sp
         assert secret not in text.lower()
     # Log lines name people without pinging them.
     assert all(m["mentions"] == [] and m["mention_roles"] == [] for m in double.messages[log_channel])
+
+
+async def test_a_member_quota_holds_at_its_edge_under_concurrent_requests_and_across_a_restart(
+    running: tuple[BotProcess, VideoServiceSimulator], double: DiscordDouble
+) -> None:
+    bot, service = running
+    await answer(double, bot, "settings limits", {"member_daily": 500}, **ADMIN)  # two videos a day
+
+    interactions = await asyncio.gather(*(bot.slash("video", {"prompt": f"a kite {n}"}) for n in range(4)))
+    await asyncio.gather(*(double.wait_for_callback(i.id) for i in interactions))
+    await wait_until(lambda: service.creates_accepted == 2)
+
+    await bot.stop()
+    await bot.start()
+    refused = await answer(double, bot, "video", {"prompt": "one more kite"})
+    assert "Your daily video allowance in this server cannot pay for this video: ¥0 of ¥500 left" in refused
+    assert service.creates_received == 2 and service.spend == 500
