@@ -21,25 +21,11 @@ from bot.models import (
     parse_catalogue,
 )
 from tests.cogs.helpers import bot_settings
+from tests.test_command_schema import TWO_MODELS
 from tests.test_views import job
 
 PRO_ID = "provider/video-model-2.0-pro"
-TWO = f"""
-default = "{PRO_ID}"
-
-[[models]]
-id = "provider/video-model-2.0-fast"
-name = "Video 2.0 Fast"
-create_path = "/gateway/videos/create"
-price_yen = 250
-seed = true
-
-[[models]]
-id = "{PRO_ID}"
-name = "Video 2.0 Pro"
-create_path = "/gateway/videos/create-pro"
-price_yen = 1200
-"""
+TWO = f'default = "{PRO_ID}"\n' + TWO_MODELS
 
 
 def entry(**fields: object) -> str:
