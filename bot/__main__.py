@@ -29,6 +29,7 @@ import discord.http
 from bot.app import build_client, catalogue_of
 from bot.errors import ProtocolError, RateLimited, Rejected, ServerError, VideoServiceError
 from bot.i18n import EN, yen
+from bot.instance_lock import AlreadyRunning, single_process
 from bot.logs import setup_logging
 from bot.models import Catalogue, CatalogueError
 from bot.retry import NO_RETRY, RetryPolicy
@@ -136,6 +137,11 @@ async def open_database(settings: Settings) -> int:
 
 
 async def run(settings: Settings) -> int:
+    with single_process(settings.database_path):
+        return await _run(settings)
+
+
+async def _run(settings: Settings) -> int:
     await open_database(settings)  # a database from a newer bot stops us here, not after logging in
     catalogue = catalogue_of(settings)  # and so does a bad models file
     stopping = asyncio.Event()
@@ -193,6 +199,12 @@ async def run(settings: Settings) -> int:
 
 
 async def sync(settings: Settings) -> int:
+    # Syncing starts the bot's set-up, which recovers half-done requests: never beside a running bot.
+    with single_process(settings.database_path):
+        return await _sync(settings)
+
+
+async def _sync(settings: Settings) -> int:
     await open_database(settings)
     bot = VideoBot(settings, force_sync=True, catalogue=catalogue_of(settings))
     async with bot:
@@ -461,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(pause(settings, on=command == "pause"))
         runners = {"run": run, "sync": sync, "check": check}
         return asyncio.run(runners[command](settings))
-    except (DatabaseTooNew, CatalogueError) as exc:
+    except (DatabaseTooNew, CatalogueError, AlreadyRunning) as exc:
         print(f"python -m bot: {exc}", file=sys.stderr)
         return 2
 

@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 
 from bot.__main__ import check_database, check_discord, check_video_service, check_videos
+from bot.instance_lock import single_process
 from bot.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
 from bot.store import SCHEMA_VERSION, JobStore
@@ -414,3 +415,13 @@ async def test_pause_and_resume_are_kept_in_the_database_for_the_running_bot(tmp
         assert await store.get_meta(PAUSE_KEY) is None
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("command", ["run", "sync"])
+async def test_a_second_bot_on_the_same_database_is_refused_in_one_line(command: str, tmp_path: Path) -> None:
+    env = {"DISCORD_TOKEN": TOKEN, "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": SIM_KEY,
+           "DATABASE_PATH": str(tmp_path / "bot.sqlite3")}
+    with single_process(tmp_path / "bot.sqlite3"):  # as a running bot holds it
+        code, _out, err = await run_bot([command], env, tmp_path)
+    assert code == 2
+    assert "another bot process" in err and "SQLite serves one process" in err and "Traceback" not in err
