@@ -33,6 +33,11 @@ class Pacer:
         self._theoretical_arrival = arrival + self._interval
         return max(0.0, arrival - self._tolerance - now)
 
+    def ready_in(self) -> float:
+        """Seconds until a request reserved now could leave, without reserving anything."""
+        now = self._clock()
+        return max(0.0, max(self._theoretical_arrival, now) - self._tolerance - now)
+
     async def wait(self) -> None:
         delay = self.reserve()
         if delay > 0:

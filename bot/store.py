@@ -489,6 +489,12 @@ class JobStore:
         )
         return float(row[0]) if row and row[0] is not None else None
 
+    async def polled_jobs(self) -> list[Job]:
+        """Every job the worker polls, soonest planned poll first (read at start-up, not per poll)."""
+        return await self._jobs(
+            f"SELECT * FROM jobs WHERE state IN ({_marks(POLLED_STATES)}) ORDER BY next_poll_at, id", POLLED_STATES
+        )
+
     async def jobs_in_states(self, states: Iterable[JobState]) -> list[Job]:
         wanted = tuple(states)
         return await self._jobs(f"SELECT * FROM jobs WHERE state IN ({_marks(wanted)}) ORDER BY id", wanted)

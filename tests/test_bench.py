@@ -33,7 +33,7 @@ def test_time_scale_compresses_durations_and_keeps_counts(tmp_path: Path) -> Non
     assert config.poll_interval == 2.0
     assert config.idle_wake == 3.0
     assert config.download_retry.base_delay == 0.5 and config.download_retry.attempts == 6
-    assert (config.max_concurrency, config.jitter) == (8, 0.05)
+    assert (config.max_concurrency, config.flush_interval) == (8, 0.5)
     assert scale.rate(25) == 250
     assert scale.production(1.5) == 15
 
