@@ -246,6 +246,8 @@ class JobWorker:
         return told
 
     async def _cycle(self) -> None:
+        # Cleared before the work, never in the sleep: a poll that ends meanwhile must wake the next sleep.
+        self._wakeup.clear()
         now = self._clock()
         if self._rescan:
             self._rescan = False
@@ -294,7 +296,6 @@ class JobWorker:
         await self._schedule.durations.save(self._store)
 
     async def _sleep(self, seconds: float) -> None:
-        self._wakeup.clear()
         if seconds <= 0:
             return
         with contextlib.suppress(TimeoutError):
@@ -305,8 +306,18 @@ class JobWorker:
     async def _poll_in_slot(self, plan: Plan) -> None:
         job_id = plan.job.id
         self._polling.add(job_id)
+        released = False
+
+        def release() -> None:
+            # The slot bounds requests in flight: it is free once the answer is in, before the database work.
+            nonlocal released
+            if not released:
+                released = True
+                self._in_flight -= 1
+                self._wakeup.set()
+
         try:
-            await self.poll(plan)
+            await self.poll(plan, on_answer=release)
         except Exception:
             # Its outcome was not recorded (the database failed): poll again one interval on, never sooner.
             if job_id in self._schedule and plan.due == math.inf:
@@ -314,18 +325,20 @@ class JobWorker:
             raise
         finally:
             self._polling.discard(job_id)
-            self._in_flight -= 1
-            self._wakeup.set()
+            release()
 
-    async def poll(self, plan: Plan) -> None:
-        """One status request for one planned job, and whatever it leads to."""
+    async def poll(self, plan: Plan, *, on_answer: Callable[[], None] = lambda: None) -> None:
+        """One status request for one planned job, and whatever it leads to; `on_answer` once the reply is in."""
         job = plan.job
         assert job.service_job_id is not None
         if self._paused_until > self._clock():
             self._schedule.retry(plan, self._paused_until)
             return
         try:
-            remote = await self._client.get_job(job.service_job_id, retry=False)
+            try:
+                remote = await self._client.get_job(job.service_job_id, retry=False)
+            finally:
+                on_answer()
         except RateLimited as exc:
             # The limit is platform-wide: every poll waits, not just this one.
             pause = exc.retry_after if exc.retry_after is not None else self._config.rate_limit_backoff
