@@ -35,11 +35,12 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from bot.models import DEFAULT_MODEL
+from bot.models import BUILT_IN
 from bot.simulator.app import (
     CREATE_PATH,
     JOBS_PREFIX,
     KEY_INFO_PATH,
+    MODEL_ID,
     SimJob,
     SimulatorConfig,
     VideoServiceSimulator,
@@ -49,7 +50,7 @@ from bot.simulator.app import logger as simulator_logger
 API_KEY = "sk-bench-simulator-key-0001"
 #: The key's budget: a finite one, as a real key has, so the bot's check before each create compares
 #: against a number; a million videos, far more than any run spends.
-BUDGET_YEN = DEFAULT_MODEL.price_yen * 1_000_000
+BUDGET_YEN = BUILT_IN.price_of(BUILT_IN.default_id) * 1_000_000
 
 
 def endpoint_of(request: web.BaseRequest) -> str:
@@ -134,8 +135,8 @@ class ProfiledSimulator(VideoServiceSimulator):
         self._profile_rng = random.Random(config.seed + 1)
         self.created = 0
 
-    def _new_job(self, job_id: str, prompt: str, seed: int | None) -> SimJob:
-        job = super()._new_job(job_id, prompt, seed)
+    def _new_job(self, job_id: str, prompt: str, seed: int | None, model_id: str = MODEL_ID) -> SimJob:
+        job = super()._new_job(job_id, prompt, seed, model_id)
         self.created += 1
         low, high = self.config.job_seconds, self.config.job_seconds_max or self.config.job_seconds
         if self.profile == "bimodal":

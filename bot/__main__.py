@@ -26,11 +26,11 @@ import aiohttp
 import discord
 import discord.http
 
-from bot.app import build_client
+from bot.app import build_client, catalogue_of
 from bot.errors import ProtocolError, RateLimited, Rejected, ServerError, VideoServiceError
 from bot.i18n import EN, yen
 from bot.logs import setup_logging
-from bot.models import DEFAULT_MODEL
+from bot.models import Catalogue, CatalogueError
 from bot.retry import NO_RETRY, RetryPolicy
 from bot.settings import Settings, SettingsError, load_settings
 from bot.store import SCHEMA_VERSION, DatabaseTooNew, JobStore
@@ -136,6 +136,7 @@ async def open_database(settings: Settings) -> int:
 
 async def run(settings: Settings) -> int:
     await open_database(settings)  # a database from a newer bot stops us here, not after logging in
+    catalogue = catalogue_of(settings)  # and so does a bad models file
     stopping = asyncio.Event()
     bots: list[VideoBot] = []  # the bot of the current attempt
     closing: set[asyncio.Task[None]] = set()
@@ -162,7 +163,7 @@ async def run(settings: Settings) -> int:
             if not finished or stopping.is_set():
                 break
             # commands.Bot cannot start again after close(): a fresh one for every attempt.
-            bot = VideoBot(settings)
+            bot = VideoBot(settings, catalogue=catalogue)
             bots[:] = [bot]
             async with bot:
                 await bot.start(settings.discord_token)
@@ -192,7 +193,7 @@ async def run(settings: Settings) -> int:
 
 async def sync(settings: Settings) -> int:
     await open_database(settings)
-    bot = VideoBot(settings, force_sync=True)
+    bot = VideoBot(settings, force_sync=True, catalogue=catalogue_of(settings))
     async with bot:
         try:
             await bot.login(settings.discord_token)  # setup_hook runs here and syncs
@@ -274,7 +275,22 @@ def check_videos(directory: Path) -> CheckResult:
     return CheckResult(name, True, f"{directory}, {free_text}{created}")
 
 
-async def check_video_service(settings: Settings) -> CheckResult:
+def check_models(settings: Settings) -> tuple[CheckResult, Catalogue | None]:
+    """The model catalogue: MODELS_FILE read and valid (every problem named), or the built-in model."""
+    name = "models"
+    try:
+        catalogue = catalogue_of(settings)
+    except CatalogueError as exc:
+        return CheckResult(name, False, f"{exc.source}: " + "; ".join(exc.problems), failure_code=2), None
+    default = catalogue.default
+    source = str(settings.models_file) if settings.models_file is not None else "built in"
+    count = f"{len(catalogue)} model{'s' if len(catalogue) != 1 else ''}"
+    return CheckResult(name, True, f"{source}: {count}; default {default.id} at "
+                                   f"{yen(catalogue.price_of(default.id), EN)}"), catalogue
+
+
+async def check_video_service(settings: Settings, catalogue: Catalogue | None = None) -> CheckResult:
+    """The key's spend and budget; with a catalogue, also how many videos of its default model it pays for."""
     name = "video service"
     async with aiohttp.ClientSession() as session:
         client = build_client(settings, session, paced=False, read_retry=NO_RETRY)
@@ -289,12 +305,14 @@ async def check_video_service(settings: Settings) -> CheckResult:
         except VideoServiceError as exc:
             return CheckResult(name, False, f"cannot reach {settings.video_api_base_url}: "
                                             f"{describe_connection_error(exc)}")
-    price = DEFAULT_MODEL.price_yen
     key = f"key {mask_key(settings.video_api_key)}"
     if info.max_budget is None or info.available is None:
         return CheckResult(name, True, f"{key}; spent {yen(info.spend, EN)}, no budget limit")
-    balance = (f"spent {yen(info.spend, EN)} of {yen(info.max_budget, EN)}; available {yen(info.available, EN)} "
-               f"({max(0, info.available) // price} videos at {yen(price, EN)})")
+    balance = f"spent {yen(info.spend, EN)} of {yen(info.max_budget, EN)}; available {yen(info.available, EN)}"
+    if catalogue is None:
+        return CheckResult(name, True, f"{key}; {balance}")
+    price = catalogue.price_of(catalogue.default_id)
+    balance += f" ({max(0, info.available) // price} videos at {yen(price, EN)})"
     if info.available < price:
         return CheckResult(name, False, f"{key}; {balance}: the budget cannot pay for one more video")
     return CheckResult(name, True, f"{key}; {balance}")
@@ -316,13 +334,15 @@ async def check_discord(settings: Settings) -> CheckResult:
 async def check(settings: Settings) -> int:
     """One line per check; exit 1 if any failed (2 if the database is from a newer bot)."""
     print(f"settings: OK (service {settings.video_api_base_url}, database {settings.database_path})", flush=True)
+    models, catalogue = check_models(settings)
+    print(models.line(), flush=True)
     steps: list[Callable[[], Awaitable[CheckResult]]] = [
         lambda: asyncio.to_thread(check_database, settings.database_path),
         lambda: asyncio.to_thread(check_videos, settings.video_storage_dir),
-        lambda: check_video_service(settings),
+        lambda: check_video_service(settings, catalogue),
         lambda: check_discord(settings),
     ]
-    failures: list[CheckResult] = []
+    failures: list[CheckResult] = [] if models.ok else [models]
     for step in steps:
         result = await step()
         print(result.line(), flush=True)
@@ -422,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(backup(settings, args.path))
         runners = {"run": run, "sync": sync, "check": check}
         return asyncio.run(runners[command](settings))
-    except DatabaseTooNew as exc:
+    except (DatabaseTooNew, CatalogueError) as exc:
         print(f"python -m bot: {exc}", file=sys.stderr)
         return 2
 

@@ -1,6 +1,6 @@
 """The composition root: the one place that builds the bot's parts from its settings.
 
-settings → HTTP session → service client → job store → worker → request handling (→ the optional
+settings → model catalogue → HTTP session → service client → job store → worker → request handling (→ the optional
 metrics endpoint, fed by the client's observer and a timing wrapper around the deliverer). The entry point
 (through `VideoBot.setup_hook`), the `check` command, the tests and the benchmark all build the parts
 here; what they swap (clock, retry policies, pacing, the deliverer, a traced session) is a parameter.
@@ -17,12 +17,20 @@ import aiohttp
 
 from bot.durations import DurationModel
 from bot.metrics import Metrics, MetricsEndpoint, TimedDeliverer
+from bot.models import Catalogue, load_catalogue
 from bot.pacing import Pacer, service_pacer
+from bot.server_settings import ServerRules, defaults_from
+from bot.server_store import ServerStore
 from bot.settings import Settings
 from bot.store import Job, JobStore
 from bot.video_client import ClientObserver, VideoServiceClient
 from bot.video_requests import VideoRequests
 from bot.worker import Deliverer, JobWorker, WorkerConfig
+
+
+def catalogue_of(settings: Settings) -> Catalogue:
+    """The models and prices of these settings (MODELS_FILE, or the spec's model); raises CatalogueError."""
+    return load_catalogue(settings.models_file)
 
 
 def worker_config(settings: Settings, **overrides: Any) -> WorkerConfig:
@@ -55,6 +63,11 @@ def build_client(
     )
 
 
+def server_rules(store: JobStore, settings: Settings) -> ServerRules:
+    """Per-server settings on the job store's database, with the environment's values as their defaults."""
+    return ServerRules(ServerStore(store), defaults_from(settings))
+
+
 @dataclass
 class Services:
     """Everything the commands and the worker share; closed in reverse order of opening."""
@@ -65,6 +78,8 @@ class Services:
     client: VideoServiceClient
     worker: JobWorker
     requests: VideoRequests
+    rules: ServerRules
+    catalogue: Catalogue
     owns_session: bool = True
     metrics: MetricsEndpoint | None = None
 
@@ -94,13 +109,17 @@ async def open_services(
     on_accepted: Callable[[Job], None] | None = None,
     metrics: Metrics | None = None,
     pacer: Pacer | None = None,
+    catalogue: Catalogue | None = None,
 ) -> Services:
     """Open the store, the session and the client, and wire the worker and request handling to them.
 
     With `settings.metrics_port` set, /metrics is served from `metrics` (a new one unless given; a `client`
     factory wires its own observer to it). `pacer`: the one a `client` factory paces with, so the worker
     hands out polls only when it has a turn (built here from the settings without a factory).
+    `catalogue` is the one the caller already read from these settings (read here otherwise).
     """
+    if catalogue is None:
+        catalogue = catalogue_of(settings)
     if settings.metrics_port is None:
         metrics = None
     elif metrics is None:
@@ -127,7 +146,11 @@ async def open_services(
             if on_accepted is not None:
                 on_accepted(job)
 
-        requests = VideoRequests(store, service, settings, on_accepted=accepted, tell=job_worker.tell, clock=clock)
+        rules = server_rules(store, settings)
+        requests = VideoRequests(
+            store, service, settings, rules, catalogue=catalogue, on_accepted=accepted, tell=job_worker.tell,
+            clock=clock,
+        )
         if metrics is not None and settings.metrics_port is not None:
             endpoint = MetricsEndpoint(metrics, store)
             await endpoint.start(settings.metrics_host, settings.metrics_port)
@@ -136,4 +159,4 @@ async def open_services(
             await http.close()
         await store.close()
         raise
-    return Services(settings, http, store, service, job_worker, requests, owns_session, endpoint)
+    return Services(settings, http, store, service, job_worker, requests, rules, catalogue, owns_session, endpoint)

@@ -12,6 +12,7 @@ from discord.abc import Messageable
 
 from bot import transcode, views
 from bot.logs import job_fields
+from bot.models import Catalogue
 from bot.notices import Notice
 from bot.store import Job
 from bot.worker import Delivery, Undeliverable
@@ -40,8 +41,10 @@ def _too_large(exc: discord.HTTPException) -> bool:
 
 
 class DiscordDelivery:
-    def __init__(self, client: discord.Client) -> None:
+    def __init__(self, client: discord.Client, catalogue: Catalogue) -> None:
         self._client = client
+        # Each job's price, for the texts: the model it was asked with.
+        self._catalogue = catalogue
 
     async def deliver(self, job: Job, video: Path) -> Delivery:
         limit = job.upload_limit_bytes or DEFAULT_UPLOAD_LIMIT
@@ -91,7 +94,7 @@ class DiscordDelivery:
 
     def _video_message(self, job: Job, upload: Path, compressed: bool, *, via_dm: bool) -> dict[str, Any]:
         return {
-            "content": views.delivered_text(job, compressed=compressed, via_dm=via_dm),
+            "content": views.delivered_text(job, catalogue=self._catalogue, compressed=compressed, via_dm=via_dm),
             "file": discord.File(upload, filename=f"video-{job.id}.mp4"),
             "allowed_mentions": views.requester_only(job),
             "nonce": nonce_for(job),
@@ -103,7 +106,7 @@ class DiscordDelivery:
         `via_interaction` puts the interaction first (a request cut off by a restart: its "thinking…" is
         still showing); otherwise it is the last resort, when the channel and the DMs both refuse.
         """
-        text = views.announcement_text(job, event)
+        text = views.announcement_text(job, event, catalogue=self._catalogue)
         mentions = views.requester_only(job)
         if via_interaction and await self._tell_in_interaction(job, text, mentions):
             return
@@ -147,7 +150,7 @@ class DiscordDelivery:
         if job.reply_message_id is None or job.interaction_token is None or self._client.application_id is None:
             return
         webhook = discord.Webhook.partial(self._client.application_id, job.interaction_token, client=self._client)
-        await webhook.edit_message(job.reply_message_id, embed=views.receipt_embed(job))
+        await webhook.edit_message(job.reply_message_id, embed=views.receipt_embed(job, catalogue=self._catalogue))
 
     async def _channel(self, channel_id: int) -> Messageable:
         channel = self._client.get_channel(channel_id)

@@ -43,6 +43,8 @@ class MetaStore(Protocol):
 
     async def set_meta(self, key: str, value: str) -> None: ...
 
+    async def meta_with_prefix(self, prefix: str) -> dict[str, str]: ...
+
 
 @dataclass
 class _Learned:
@@ -179,12 +181,11 @@ class DurationModel:
         for key, value in self.dumps().items():
             await store.set_meta(key, value)
 
-    async def load(self, store: MetaStore, models: list[str]) -> None:
-        """Read what an earlier run learned about `models`; a damaged row is ignored (the prior stands)."""
-        for model in models:
-            value = await store.get_meta(_META_KEY + model)
-            if value is None:
-                continue
+    async def load(self, store: MetaStore) -> None:
+        """Read what an earlier run learned, for every model it saw (the catalogue may have changed since);
+        a damaged row is ignored (the prior stands)."""
+        for key, value in (await store.meta_with_prefix(_META_KEY)).items():
+            model = key.removeprefix(_META_KEY)
             try:
                 self.loads(model, value)
             except (ValueError, KeyError, TypeError) as exc:

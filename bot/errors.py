@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from bot.notices import InvalidCode, SubmissionKind
+
+#: Why a model cannot be used: not in the catalogue, not allowed by the server, or none allowed at all.
+ModelProblem = Literal["unknown", "not_allowed", "none_allowed"]
 
 
 class BotError(Exception):
@@ -19,6 +24,19 @@ class InvalidRequest(BotError):
         self.code = code
         self.params = params
         super().__init__(message)
+
+
+class ModelUnavailable(BotError):
+    """The model asked for cannot be used here; raised before anything is recorded or spent.
+
+    `offered` lists what may be used instead, as (name, price in yen), for the reply.
+    """
+
+    def __init__(self, problem: ModelProblem, model_id: str, *, offered: tuple[tuple[str, int], ...] = ()) -> None:
+        self.problem = problem
+        self.model_id = model_id
+        self.offered = offered
+        super().__init__(f"model {model_id!r} {problem.replace('_', ' ')}")
 
 
 class VideoServiceError(BotError):

@@ -13,7 +13,10 @@ Notice = Literal[
 ]
 
 #: Why a guardrail refused a request before anything was spent: `refuse.<code>`.
-RefusalCode = Literal["cooldown", "too_many_active", "guild_daily_cap", "channel", "role"]
+RefusalCode = Literal[
+    "cooldown", "too_many_active", "guild_daily_cap", "guild_monthly_cap", "member_daily_cap", "member_monthly_cap",
+    "channel", "role", "blocklist", "member_blocked", "paused", "server_not_allowed",
+]
 
 #: How a recorded request failed to become an accepted job (see `SubmissionFailed`).
 SubmissionKind = Literal[
@@ -21,4 +24,6 @@ SubmissionKind = Literal[
 ]
 
 #: Input that cannot succeed: `error.<code>`.
-InvalidCode = Literal["prompt_empty", "prompt_too_long", "seed_range", "seed_unsupported"]
+InvalidCode = Literal[
+    "prompt_empty", "prompt_too_long", "seed_range", "seed_unsupported", "term_empty", "term_too_long",
+]

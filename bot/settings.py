@@ -57,9 +57,19 @@ class Settings:
     budget_timezone: str = "Asia/Tokyo"
     allowed_channel_ids: frozenset[int] = frozenset()
     required_role_id: int | None = None
+    # Defaults of the per-server settings above this line and these; admins override them with /settings.
+    guild_monthly_budget_yen: int | None = None
+    member_daily_budget_yen: int | None = None
+    member_monthly_budget_yen: int | None = None
+    # The host's control above the servers: which servers may use the bot (empty: all), and whether to leave others.
+    allowed_guild_ids: frozenset[int] = frozenset()
+    leave_unlisted_guilds: bool = False
+    prompt_retention_days: int = 90
     # The Prometheus endpoint (/metrics) is off unless a port is set; loopback only unless told otherwise.
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    # The model catalogue (TOML, see bot/models.py); None: the service spec's one model.
+    models_file: Path | None = None
 
     @property
     def zone(self) -> ZoneInfo:
@@ -203,8 +213,17 @@ def read_settings(env: Mapping[str, str]) -> Settings:
             "ALLOWED_CHANNEL_IDS", frozenset(), _id_set, "a comma-separated list of channel ids"
         ),
         required_role_id=r.parsed("REQUIRED_ROLE_ID", None, _positive_int, "a role id: digits only"),
+        guild_monthly_budget_yen=r.parsed("GUILD_MONTHLY_BUDGET_YEN", None, _positive_int, "a whole number of yen"),
+        member_daily_budget_yen=r.parsed("MEMBER_DAILY_BUDGET_YEN", None, _positive_int, "a whole number of yen"),
+        member_monthly_budget_yen=r.parsed(
+            "MEMBER_MONTHLY_BUDGET_YEN", None, _positive_int, "a whole number of yen"
+        ),
+        allowed_guild_ids=r.parsed("ALLOWED_GUILD_IDS", frozenset(), _id_set, "a comma-separated list of server ids"),
+        leave_unlisted_guilds=r.parsed("LEAVE_UNLISTED_GUILDS", False, _bool, "true or false"),
+        prompt_retention_days=r.parsed("PROMPT_RETENTION_DAYS", 90, _positive_int, "a whole number of days above 0"),
         metrics_port=r.parsed("METRICS_PORT", None, _port, "a TCP port from 1 to 65535"),
         metrics_host=r.raw("METRICS_HOST") or "127.0.0.1",
+        models_file=Path(models) if (models := r.raw("MODELS_FILE")) else None,
     )
     if r.problems:
         raise SettingsError(r.problems)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiosqlite
 
@@ -33,23 +33,30 @@ from bot.lifecycle import (
 from bot.notices import RefusalCode
 
 __all__ = [
+    "CREDITABLE_STATES",
     "IN_FLIGHT_STATES",
+    "OUTCOME_UNKNOWN_STATES",
     "POLLED_STATES",
     "TRANSITIONS",
     "Admission",
     "AdmissionRefused",
+    "CreditRefused",
     "IllegalTransition",
     "Job",
     "JobNotFound",
     "JobState",
     "JobStore",
     "NewJob",
+    "SpendCap",
     "StoreUnavailable",
 ]
 
 
 S = JobState
 
+#: The job events a server's log channel gets (ids, amounts and states only: never a prompt).
+AUDITED_STATES: dict[JobState, str] = {S.PENDING: "accepted", S.FAILED: "failed", S.STALLED: "failed",
+                                       S.UNKNOWN: "unknown"}
 
 class IllegalTransition(BotError):
     def __init__(self, job_id: int, current: str | None, target: JobState) -> None:
@@ -75,6 +82,26 @@ class AdmissionRefused(BotError):
         self.retry_at = retry_at
         self.params = params
         super().__init__(f"refused: {code}")
+
+
+#: Charged, and no video came of it: what support may credit. `stalled` was given up after the bot's
+#: longest wait, so its requester got nothing either.
+CREDITABLE_STATES = (S.FAILED, S.STALLED)
+#: Whether the service accepted (and charged) the request cannot be told from the bot's records: no answer
+#: came, or the bot stopped while sending. `submitting` is also a create on its way, or a charge whose
+#: recording is being retried; either way its charge is not in the ledger yet.
+OUTCOME_UNKNOWN_STATES = (S.SUBMITTING, S.UNKNOWN)
+
+CreditRefusal = Literal["not_found", "not_failed", "already_credited"]
+
+
+class CreditRefused(BotError):
+    """`mark_credited` changed nothing: no such job in that server, not a failed charged job, or credited already."""
+
+    def __init__(self, job_id: int, code: CreditRefusal) -> None:
+        self.job_id = job_id
+        self.code = code
+        super().__init__(f"job #{job_id} cannot be marked credited: {code}")
 
 
 @dataclass(frozen=True)
@@ -109,6 +136,9 @@ class Job:
     step_failing_since: float | None = None
     notice_attempts: int = 0  # failed rounds of sending the final message
     waiting_notice_sent: bool = False
+    price_yen: int = 0  # the catalogue price when it was asked for: what an unanswered request may cost
+    credited_at: float | None = None  # support refunded this failed job's charge (marked by a server admin)
+    credited_by: int | None = None  # the Discord user who marked it
 
     def __repr__(self) -> str:
         # The interaction token is a credential for 15 minutes: keep it out of logs.
@@ -147,6 +177,18 @@ class NewJob:
     upload_limit_bytes: int | None = None
     interaction_token: str | None = None
     interaction_expires_at: float | None = None
+    price_yen: int = 0
+
+
+@dataclass(frozen=True)
+class SpendCap:
+    """At most `cap_yen` spent by a server (or one member of it) in the window `[start, end)`."""
+
+    code: RefusalCode  # the refusal when the cap is reached
+    cap_yen: int
+    start: float  # unix time; a member's quota reset moves it later
+    end: float  # when the window resets
+    member_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -155,9 +197,7 @@ class Admission:
 
     cooldown_seconds: float = 0.0
     max_active_jobs: int | None = None
-    guild_daily_cap_yen: int | None = None
-    day_start: float = 0.0  # unix time of the start of today in the budget's time zone
-    day_end: float = 0.0
+    caps: tuple[SpendCap, ...] = ()
     price_yen: int = 0
 
 
@@ -293,6 +333,28 @@ class JobStore:
                     await self._db.execute("ROLLBACK")
                 raise
 
+    # -- for the other stores on this connection (bot/server_store.py) ---------------------------
+
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """A write transaction shared with the job store's lock: one writer at a time."""
+        return self._write()
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement inside `transaction()`; returns the rows it changed."""
+        cursor = await self._db.execute(sql, tuple(params))
+        return int(cursor.rowcount)
+
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        async with _unavailable_on_database_errors(), self._db.execute(sql, tuple(params)) as cursor:
+            return [dict(zip(row.keys(), tuple(row), strict=True)) for row in await cursor.fetchall()]
+
+    async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        rows = await self.fetch_all(sql, params)
+        return rows[0] if rows else None
+
+    def now(self) -> float:
+        return self._clock()
+
     # -- writes -------------------------------------------------------------------------------
 
     async def add_submission(self, new: NewJob, admission: Admission | None = None) -> Job:
@@ -303,11 +365,12 @@ class JobStore:
                 await self._check_admission(new, admission, now)
             cursor = await self._db.execute(
                 """INSERT INTO jobs (state, model, prompt, seed, user_id, guild_id, channel_id, locale,
-                       upload_limit_bytes, interaction_token, interaction_expires_at, created_at, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                       upload_limit_bytes, interaction_token, interaction_expires_at, created_at, updated_at, price_yen)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     S.RECEIVED, new.model, new.prompt, new.seed, new.user_id, new.guild_id, new.channel_id,
                     new.locale, new.upload_limit_bytes, new.interaction_token, new.interaction_expires_at, now, now,
+                    new.price_yen,
                 ),
             )
             job_id = cursor.lastrowid
@@ -315,36 +378,56 @@ class JobStore:
         return await self.get(job_id)
 
     async def _check_admission(self, new: NewJob, admission: Admission, now: float) -> None:
+        # Per server: a member's cooldown and jobs in flight in one server do not hold them back in another.
         if admission.cooldown_seconds > 0:
             row = await self._one(
-                "SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND state NOT IN (?, ?)",
-                (new.user_id, S.REJECTED, S.INTERRUPTED),
+                "SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND guild_id IS ? AND state NOT IN (?, ?)",
+                (new.user_id, new.guild_id, S.REJECTED, S.INTERRUPTED),
             )
             last = row[0] if row else None
             if last is not None and now - last < admission.cooldown_seconds:
                 raise AdmissionRefused("cooldown", last + admission.cooldown_seconds)
         if admission.max_active_jobs is not None:
             row = await self._one(
-                f"SELECT COUNT(*) FROM jobs WHERE user_id = ? AND state IN ({_marks(IN_FLIGHT_STATES)})",
-                (new.user_id, *IN_FLIGHT_STATES),
+                "SELECT COUNT(*) FROM jobs WHERE user_id = ? AND guild_id IS ? "
+                f"AND state IN ({_marks(IN_FLIGHT_STATES)})",
+                (new.user_id, new.guild_id, *IN_FLIGHT_STATES),
             )
             active = int(row[0]) if row else 0
             if active >= admission.max_active_jobs:
                 raise AdmissionRefused("too_many_active", None, active=active, limit=admission.max_active_jobs)
-        if admission.guild_daily_cap_yen is not None and new.guild_id is not None:
-            # Requests not yet answered count at full price: they may be charged any moment.
-            unsent = _marks(UNSENT_OR_SENDING)
-            row = await self._one(
-                f"""SELECT COALESCE(SUM(CASE WHEN state IN ({unsent}) THEN ? ELSE charged_yen END), 0) FROM jobs
-                   WHERE guild_id = ? AND (state IN ({unsent}) OR (accepted_at >= ? AND accepted_at < ?))""",
-                (*UNSENT_OR_SENDING, admission.price_yen, new.guild_id, *UNSENT_OR_SENDING, admission.day_start,
-                 admission.day_end),
-            )
-            spent = int(row[0]) if row else 0
-            if spent + admission.price_yen > admission.guild_daily_cap_yen:
+        for cap in admission.caps:
+            spent = await self._spent(new, cap, admission.price_yen)
+            if spent + admission.price_yen > cap.cap_yen:
                 raise AdmissionRefused(
-                    "guild_daily_cap", admission.day_end, spent=spent, cap=admission.guild_daily_cap_yen
+                    cap.code, cap.end, spent=spent, cap=cap.cap_yen, left=max(cap.cap_yen - spent, 0)
                 )
+
+    async def _spent(self, new: NewJob, cap: SpendCap, price_yen: int) -> int:
+        """What counts against `cap`: charges in its window, and what may yet be charged.
+
+        Requests not yet answered, and outcomes unknown, count at their price: they may be charged
+        (or may have been). Failed jobs count: they were charged, unless support credited them.
+        """
+        maybe = _marks((*UNSENT_OR_SENDING, S.UNKNOWN))
+        unsent = _marks(UNSENT_OR_SENDING)
+        member = "AND user_id = ?" if cap.member_only else ""
+        row = await self._one(
+            f"""SELECT COALESCE(SUM(CASE WHEN state IN ({maybe})
+                                         THEN (CASE WHEN price_yen > 0 THEN price_yen ELSE ? END)
+                                         ELSE charged_yen END), 0)
+                FROM jobs
+                WHERE guild_id IS ? {member} AND (
+                    state IN ({unsent})
+                    OR (state = ? AND created_at >= ? AND created_at < ?)
+                    OR (charged_yen > 0 AND credited_at IS NULL AND accepted_at >= ? AND accepted_at < ?))""",
+            (
+                *UNSENT_OR_SENDING, S.UNKNOWN, price_yen, new.guild_id,
+                *((new.user_id,) if cap.member_only else ()),
+                *UNSENT_OR_SENDING, S.UNKNOWN, cap.start, cap.end, cap.start, cap.end,
+            ),
+        )
+        return int(row[0]) if row else 0
 
     async def transition(self, job_id: int, target: JobState, **changes: Any) -> Job:
         """Move a job to `target` if the table allows it, updating other columns in the same statement."""
@@ -365,6 +448,17 @@ class JobStore:
         if cursor.rowcount != 1:
             row = await self._one("SELECT state FROM jobs WHERE id = ?", (job_id,))
             raise IllegalTransition(job_id, row[0] if row else None, target)
+        kind = AUDITED_STATES.get(target)
+        if kind is not None:
+            # In the same transaction as the move, so the server's log can neither miss it nor invent it.
+            await self._db.execute(
+                """INSERT INTO events (guild_id, kind, job_id, user_id, details, created_at)
+                   SELECT guild_id, ?, id, user_id,
+                          json_object('state', state, 'yen', charged_yen, 'model', model,
+                                      'service_job_id', service_job_id), ?
+                   FROM jobs WHERE id = ? AND guild_id IS NOT NULL""",
+                (kind, self._clock(), job_id),
+            )
 
     async def mark_accepted(self, job_id: int, service_job_id: str, charged_yen: int, next_poll_at: float) -> Job:
         """Record the 202: the service's job id and the charge, in one transaction.
@@ -446,6 +540,23 @@ class JobStore:
             (*owed, older_than, max_notice_attempts, limit),
         )
 
+    async def erase_prompts(self, *, finished_before: float | None = None, guild_id: int | None = None) -> int:
+        """Blank the prompts of requests finished before `finished_before`, or of every request of `guild_id`.
+
+        The ledger (ids, amounts, states) stays; a request about to be sent keeps its prompt.
+        """
+        where = ["prompt != ''", "state != ?"]
+        params: list[Any] = [S.RECEIVED]
+        if finished_before is not None:
+            where.append(f"updated_at < ? AND state IN ({_marks(tuple(FINAL_STATES))})")
+            params += [finished_before, *FINAL_STATES]
+        if guild_id is not None:
+            where.append("guild_id = ?")
+            params.append(guild_id)
+        async with self._write():
+            cursor = await self._db.execute(f"UPDATE jobs SET prompt = '' WHERE {' AND '.join(where)}", params)
+            return int(cursor.rowcount)
+
     async def get_meta(self, key: str) -> str | None:
         row = await self._one("SELECT value FROM meta WHERE key = ?", (key,))
         return str(row[0]) if row else None
@@ -456,6 +567,13 @@ class JobStore:
                 "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    async def meta_with_prefix(self, prefix: str) -> dict[str, str]:
+        """Every meta row whose key starts with `prefix` (compared exactly, not as a LIKE pattern)."""
+        async with self._db.execute(
+            "SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+        ) as cursor:
+            return {str(row[0]): str(row[1]) for row in await cursor.fetchall()}
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -528,6 +646,55 @@ class JobStore:
         """How many jobs are in each state (states with none are left out), read from the state index."""
         async with self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state") as cursor:
             return {JobState(row[0]): int(row[1]) for row in await cursor.fetchall()}
+
+    # -- usage reports and credits ----------------------------------------------------------------
+
+    async def usage_jobs(self, guild_id: int, start: float, end: float, *, user_id: int | None = None) -> list[Job]:
+        """One server's jobs for a usage report over [start, end), oldest first, optionally one member's.
+
+        Every charged job by its acceptance time (exactly the rows `ledger` sums), and every job whose
+        outcome is unknown by its request time (it has no acceptance time). Requests never charged
+        (rejected, interrupted, not sent yet) are left out.
+        """
+        unknown = _marks(OUTCOME_UNKNOWN_STATES)
+        where = [
+            "guild_id = ?",
+            f"""((charged_yen > 0 AND accepted_at >= ? AND accepted_at < ?)
+                OR (state IN ({unknown}) AND charged_yen = 0 AND created_at >= ? AND created_at < ?))""",
+        ]
+        params: list[Any] = [guild_id, start, end, *OUTCOME_UNKNOWN_STATES, start, end]
+        if user_id is not None:
+            where.append("user_id = ?")
+            params.append(user_id)
+        return await self._jobs(
+            f"SELECT * FROM jobs WHERE {' AND '.join(where)} ORDER BY COALESCE(accepted_at, created_at), id", params
+        )
+
+    async def mark_credited(self, job_id: int, *, guild_id: int, by_user_id: int) -> Job:
+        """Record that support refunded a failed, charged job of this server. Raises CreditRefused otherwise.
+
+        One UPDATE with every condition in its WHERE, so two admins at once cannot both credit it. The charge
+        itself stays: the ledger keeps saying what the service charged, and reports show credits beside it.
+        """
+        creditable = _marks(CREDITABLE_STATES)
+        now = self._clock()
+        async with self._write():
+            cursor = await self._db.execute(
+                f"""UPDATE jobs SET credited_at = ?, credited_by = ?, updated_at = ?
+                   WHERE id = ? AND guild_id = ? AND state IN ({creditable}) AND charged_yen > 0
+                   AND credited_at IS NULL""",
+                (now, by_user_id, now, job_id, guild_id, *CREDITABLE_STATES),
+            )
+            changed = cursor.rowcount == 1
+            row = await self._one("SELECT state, charged_yen, credited_at FROM jobs WHERE id = ? AND guild_id = ?",
+                                  (job_id, guild_id))
+        if not changed:
+            if row is None:
+                raise CreditRefused(job_id, "not_found")
+            if row["credited_at"] is not None:
+                raise CreditRefused(job_id, "already_credited")
+            raise CreditRefused(job_id, "not_failed")
+        return await self.get(job_id)
 
     async def _one(self, sql: str, params: Sequence[Any]) -> aiosqlite.Row | None:
         async with self._db.execute(sql, tuple(params)) as cursor:

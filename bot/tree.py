@@ -10,8 +10,16 @@ import discord
 from discord import app_commands
 
 from bot import views
-from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed, UnreadableKeyInfo, VideoServiceError
+from bot.errors import (
+    BudgetTooLow,
+    InvalidRequest,
+    ModelUnavailable,
+    SubmissionFailed,
+    UnreadableKeyInfo,
+    VideoServiceError,
+)
 from bot.i18n import t
+from bot.server_settings import InvalidSetting
 from bot.store import AdmissionRefused, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -63,6 +71,8 @@ def friendly_text(error: BaseException, locale: str) -> str | None:
     """The user-facing text for the bot's own errors; None for anything unexpected."""
     if isinstance(error, InvalidRequest):
         return views.invalid_request_text(error, locale)
+    if isinstance(error, ModelUnavailable):
+        return views.model_text(error, locale)
     if isinstance(error, AdmissionRefused):
         return views.refusal_text(error, locale)
     if isinstance(error, BudgetTooLow):
@@ -77,6 +87,10 @@ def friendly_text(error: BaseException, locale: str) -> str | None:
         return t(locale, "error.store_unavailable")
     if isinstance(error, app_commands.NoPrivateMessage):
         return t(locale, "error.guild_only")
+    if isinstance(error, app_commands.MissingPermissions):
+        return t(locale, "error.missing_permission")
+    if isinstance(error, InvalidSetting):
+        return t(locale, "error.invalid_setting", name=t(locale, f"setting.{error.key}"))
     return None
 
 

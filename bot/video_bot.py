@@ -9,10 +9,11 @@ import logging
 import discord
 from discord.ext import commands, tasks
 
-from bot.app import Services, open_services
+from bot.app import Services, catalogue_of, open_services
 from bot.delivery import DiscordDelivery
 from bot.health import write_heartbeat
 from bot.i18n import CatalogueTranslator
+from bot.models import Catalogue
 from bot.settings import Settings
 from bot.store import JobStore
 from bot.tree import VideoCommandTree
@@ -22,7 +23,9 @@ from bot.worker import JobWorker
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS = ("bot.cogs.video", "bot.cogs.status", "bot.cogs.balance")
+EXTENSIONS = (
+    "bot.cogs.video", "bot.cogs.status", "bot.cogs.balance", "bot.cogs.settings", "bot.cogs.usage",
+)
 HEARTBEAT_SECONDS = 30
 
 
@@ -34,7 +37,7 @@ class VideoBot(commands.Bot):
     worker: JobWorker
     requests: VideoRequests
 
-    def __init__(self, settings: Settings, *, force_sync: bool = False) -> None:
+    def __init__(self, settings: Settings, *, force_sync: bool = False, catalogue: Catalogue | None = None) -> None:
         # Slash commands need no privileged intents; `guilds` keeps channels in the cache.
         intents = discord.Intents.none()
         intents.guilds = True
@@ -46,6 +49,8 @@ class VideoBot(commands.Bot):
             allowed_mentions=discord.AllowedMentions.none(),
         )
         self.settings = settings
+        # Read before the cogs load: /video's shape depends on it. Raises CatalogueError for a bad file.
+        self.catalogue = catalogue if catalogue is not None else catalogue_of(settings)
         self.force_sync = force_sync
         self._shut_down = False
 
@@ -56,9 +61,11 @@ class VideoBot(commands.Bot):
         self.video_client = services.client
         self.worker = services.worker
         self.requests = services.requests
+        self.catalogue = services.catalogue
 
     async def setup_hook(self) -> None:
-        self.attach(await open_services(self.settings, DiscordDelivery(self)))
+        self.attach(await open_services(self.settings, DiscordDelivery(self, self.catalogue),
+                                        catalogue=self.catalogue))
         # Before any command can run, so only rows the last run left half-done are `received` or
         # `submitting` now. Their requesters are told once the worker runs (it sweeps for them).
         for job in await self.store.recover_after_restart():

@@ -21,11 +21,13 @@ from bot.errors import (
     VideoServiceError,
 )
 from bot.logs import job_fields
-from bot.models import DEFAULT_MODEL, VideoModel
+from bot.models import Catalogue, choose_model
 from bot.notices import Notice, SubmissionKind
 from bot.retry import RECORD_RETRY, RetryPolicy, retrying
+from bot.server_settings import ServerRules
+from bot.server_store import MemberRecord
 from bot.settings import Settings
-from bot.store import Job, JobState, JobStore, NewJob, StoreUnavailable
+from bot.store import AdmissionRefused, Job, JobState, JobStore, NewJob, StoreUnavailable
 from bot.tasks import BackgroundTasks
 from bot.validation import check_seed, clean_prompt
 from bot.video_client import VideoServiceClient
@@ -39,6 +41,15 @@ INTERACTION_TOKEN_SECONDS = 15 * 60
 def interaction_expiry(created_at: float) -> float:
     """When an interaction's token stops working."""
     return created_at + INTERACTION_TOKEN_SECONDS
+
+
+#: The meta key of the host's pause of /video (`python -m bot pause`): set, it holds in every server.
+PAUSE_KEY = "host_pause"
+
+#: Refusals a server's log channel hears of (cooldowns and jobs in flight are routine, not abuse).
+LOGGED_REFUSALS = frozenset({
+    "guild_daily_cap", "guild_monthly_cap", "member_daily_cap", "member_monthly_cap", "blocklist", "member_blocked",
+})
 
 
 def _reason(exc: BaseException) -> str:
@@ -58,43 +69,71 @@ class VideoRequests:
         store: JobStore,
         client: VideoServiceClient,
         settings: Settings,
+        rules: ServerRules,
         *,
         on_accepted: Callable[[Job], None] = lambda job: None,
+        catalogue: Catalogue,
         tell: Callable[[Job, Notice], None] = lambda job, notice: None,
-        model: VideoModel = DEFAULT_MODEL,
         clock: Callable[[], float] = time.time,
         record_retry: RetryPolicy = RECORD_RETRY,
     ) -> None:
         self._store = store
         self._client = client
         self._settings = settings
+        self.rules = rules
         self._on_accepted = on_accepted
         self._tell = tell
-        self.model = model
+        self.catalogue = catalogue
         self._clock = clock
         self._record_retry = record_retry
         self._background = BackgroundTasks(log)
 
-    def validate(self, prompt: str, seed: int | None) -> tuple[str, int | None]:
-        """Raises InvalidRequest for input that cannot succeed; cheap enough to run before deferring."""
-        return clean_prompt(prompt), check_seed(seed, self.model)
+    def validate(self, prompt: str, seed: int | None, model_id: str) -> tuple[str, int | None]:
+        """Raises InvalidRequest (or ModelUnavailable) for input that cannot succeed; cheap enough to run
+        before deferring."""
+        return clean_prompt(prompt), check_seed(seed, self.catalogue.get(model_id))
 
     async def submit(self, request: NewJob, role_ids: Collection[int] = ()) -> Job:
         """`record` then `send`, for callers with no interaction to acknowledge in between."""
         return await self.send(await self.record(request, role_ids))
 
     async def record(self, request: NewJob, role_ids: Collection[int] = ()) -> Job:
-        """Write the request down (guardrails checked in the same transaction); nothing is sent yet."""
-        prompt, seed = self.validate(request.prompt, request.seed)
-        guardrails.check_place(self._settings, request.channel_id, role_ids)
-        return await self._store.add_submission(
-            replace(request, model=self.model.id, prompt=prompt, seed=seed),
-            guardrails.admission(self._settings, self._clock(), self.model.price_yen),
+        """Write the request down (spending limits checked in the same transaction); nothing is sent yet.
+
+        Every rule is read from the database now, so a change an admin made a moment ago holds.
+        `request.model` is the model asked for, or "" for the server's default; the server's allowed
+        models decide (`bot.models.choose_model`), and the chosen model's price is what the limits count.
+        """
+        guardrails.check_host(self._settings, request.guild_id, paused=await self.paused())
+        server = await self.rules.effective(request.guild_id)
+        model = choose_model(
+            self.catalogue, request.model or None, allowed=server.allowed_models, default=server.default_model
         )
+        prompt, seed = self.validate(request.prompt, request.seed, model.id)
+        price = self.catalogue.price_of(model.id)
+        try:
+            member = MemberRecord()
+            if request.guild_id is not None:
+                member = await self.rules.member(request.guild_id, request.user_id)
+                guardrails.check_prompt(prompt, await self.rules.store.blocklist(request.guild_id))
+            guardrails.check_member(server, member, request.channel_id, role_ids)
+            return await self._store.add_submission(
+                replace(request, model=model.id, prompt=prompt, seed=seed, price_yen=price),
+                guardrails.admission(server, member, self._clock(), price),
+            )
+        except AdmissionRefused as refusal:
+            if request.guild_id is not None and refusal.code in LOGGED_REFUSALS:
+                await self.rules.store.add_event(
+                    request.guild_id, "refused", user_id=request.user_id, details={"code": refusal.code}
+                )
+            raise
+
+    async def paused(self) -> bool:
+        return await self._store.get_meta(PAUSE_KEY) is not None
 
     async def send(self, job: Job) -> Job:
         """Check the budget, then send the create at most once. Raises SubmissionFailed or BudgetTooLow."""
-        price = self.model.price_yen
+        price = self.catalogue.price_of(job.model)
         try:
             info = await self._client.key_info()
         except Exception as exc:
@@ -115,9 +154,9 @@ class VideoRequests:
         return await self._create_once(job)
 
     async def _create_once(self, job: Job) -> Job:
-        price = self.model.price_yen
+        price = self.catalogue.price_of(job.model)
         try:
-            remote = await self._client.create(job.prompt, job.seed, self.model, turn_taken=True)
+            remote = await self._client.create(job.prompt, job.seed, self.catalogue.get(job.model), turn_taken=True)
         except Rejected as exc:
             await self._store.transition(job.id, JobState.REJECTED, last_error=exc.reason)
             raise self._failed(job, "rejected", exc.reason) from exc
@@ -159,20 +198,22 @@ class VideoRequests:
 
     def _failed(self, job: Job, kind: SubmissionKind, reason: str, *, service_job_id: str | None = None
                 ) -> SubmissionFailed:
-        return SubmissionFailed(job.id, kind, reason, price_yen=self.model.price_yen, service_job_id=service_job_id)
+        return SubmissionFailed(job.id, kind, reason, price_yen=self.catalogue.price_of(job.model),
+                                service_job_id=service_job_id)
 
     async def _record_later(self, job: Job, service_job_id: str, next_poll_at: float) -> None:
         """Keep trying to record an accepted job; the requester was already told its id and the charge."""
+        price = self.catalogue.price_of(job.model)
         try:
             accepted = await retrying(
                 self._record_retry,
-                lambda: self._store.mark_accepted(job.id, service_job_id, self.model.price_yen, next_poll_at),
+                lambda: self._store.mark_accepted(job.id, service_job_id, price, next_poll_at),
                 retry_on=(StoreUnavailable,),
                 what=f"recording job {service_job_id} of request {job.reference}",
             )
         except StoreUnavailable:
             log.error("request %s: job %s (charged %d yen) could not be recorded within %.0f s; the requester is "
-                      "told to give support the job id", job.reference, service_job_id, self.model.price_yen,
+                      "told to give support the job id", job.reference, service_job_id, price,
                       self._record_retry.deadline, extra=job_fields(job))
             self._tell(replace(job, service_job_id=service_job_id), "unrecorded")
             return

@@ -15,10 +15,10 @@ from bot.discord_text import (
     inline_code,
     plain,
 )
-from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed
+from bot.errors import BudgetTooLow, InvalidRequest, ModelProblem, ModelUnavailable, SubmissionFailed
 from bot.i18n import t, yen
 from bot.lifecycle import SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
-from bot.models import price_of
+from bot.models import Catalogue
 from bot.notices import InvalidCode, Notice, RefusalCode, SubmissionKind
 from bot.store import AdmissionRefused, Job, JobState
 from bot.video_client import KeyInfo
@@ -80,6 +80,17 @@ def submission_key(kind: SubmissionKind) -> str:
     return _SUBMISSION_KEYS[kind]
 
 
+_MODEL_KEYS: dict[ModelProblem, str] = {
+    "unknown": "error.model_unknown",
+    "not_allowed": "error.model_not_allowed",
+    "none_allowed": "error.model_none_allowed",
+}
+
+
+def model_key(problem: ModelProblem) -> str:
+    return _MODEL_KEYS[problem]
+
+
 # -- pieces ----------------------------------------------------------------------------------------
 
 
@@ -103,18 +114,40 @@ def job_id_param(job: Job) -> str:
     return inline_code(job.service_job_id or "—", CODE_CHARS)
 
 
-def _job_price(job: Job) -> int:
-    """What the job cost, or will cost once accepted: its charge, else its model's price."""
-    return job.charged_yen or price_of(job.model)
+def _job_price(job: Job, catalogue: Catalogue, locale: str) -> str:
+    """What the job cost, or will cost once accepted: its charge, else its model's price.
+
+    "—" for an uncharged job whose model has left the catalogue since (a restart with another file).
+    """
+    if job.charged_yen:
+        return yen(job.charged_yen, locale)
+    try:
+        return yen(catalogue.price_of(job.model), locale)
+    except ModelUnavailable:
+        return "—"
 
 
-def receipt_embed(job: Job) -> discord.Embed:
+def model_label(name: str, price_yen: int, locale: str | None) -> str:
+    """A model as a choice or an offer shows it: its name and its price."""
+    return t(locale, "model.label", name=name, price=yen(price_yen, locale))
+
+
+def _model_name(job: Job, catalogue: Catalogue) -> str:
+    try:
+        return catalogue.get(job.model).name
+    except ModelUnavailable:
+        return job.model
+
+
+def receipt_embed(job: Job, *, catalogue: Catalogue) -> discord.Embed:
     """The `/video` answer, edited as the job moves on while the interaction token lives."""
     loc = job.locale
     embed = discord.Embed(title=t(loc, "video.title", ref=job.reference), colour=_COLOURS.get(job.state))
     embed.add_field(name=t(loc, "video.field.job"), value=job_id_text(job))
     embed.add_field(name=t(loc, "video.field.state"), value=state_name(job))
-    embed.add_field(name=t(loc, "video.field.cost"), value=yen(_job_price(job), loc))
+    if catalogue.several:
+        embed.add_field(name=t(loc, "video.field.model"), value=plain(_model_name(job, catalogue), FIELD_VALUE))
+    embed.add_field(name=t(loc, "video.field.cost"), value=_job_price(job, catalogue, loc))
     embed.add_field(name=t(loc, "video.field.started"), value=relative(job.accepted_at or job.created_at))
     if job.state in (S.PENDING, S.IN_PROGRESS):
         embed.add_field(name=t(loc, "video.field.wait"), value=t(loc, "video.wait"))
@@ -131,7 +164,7 @@ def receipt_embed(job: Job) -> discord.Embed:
     return fit_embed(embed)
 
 
-def status_embed(job: Job, *, locale: str | None = None) -> discord.Embed:
+def status_embed(job: Job, *, catalogue: Catalogue, locale: str | None = None) -> discord.Embed:
     """One request in detail, in the reader's language (the requester's when not given)."""
     loc = locale or job.locale
     embed = discord.Embed(title=t(loc, "status.title", ref=job.reference), colour=_COLOURS.get(job.state))
@@ -148,7 +181,7 @@ def status_embed(job: Job, *, locale: str | None = None) -> discord.Embed:
         status_next_key(job.state),
         channel=job.delivered_channel_id or job.channel_id,
         job_id=job_id_param(job),
-        price=yen(price_of(job.model), loc),
+        price=_job_price(job, catalogue, loc),
         hours=STALLED_AFTER_HOURS,
         reason=plain(job.last_error or "—", REASON_CHARS),
     )
@@ -229,17 +262,26 @@ def budget_text(error: BudgetTooLow, locale: str) -> str:
                          price=yen(error.price_yen, locale)))
 
 
+def model_text(error: ModelUnavailable, locale: str) -> str:
+    separator = t(locale, "model.separator")
+    offered = separator.join(model_label(name, price, locale) for name, price in error.offered)
+    return fit_content(t(locale, model_key(error.problem), model=inline_code(error.model_id, CODE_CHARS),
+                         offered=plain(offered, REASON_CHARS)))
+
+
 def refusal_text(error: AdmissionRefused, locale: str) -> str:
     params = _shown(error.params)
     if error.retry_at is not None:
         params["when"] = relative(error.retry_at)
-    if error.code == "guild_daily_cap":
-        params["spent"] = yen(int(str(params["spent"])), locale)
-        params["cap"] = yen(int(str(params["cap"])), locale)
+    for amount in ("spent", "cap", "left"):
+        if amount in params:
+            params[amount] = yen(int(str(params[amount])), locale)
     if error.code == "role":
-        # The operator's configured role, shown by name; int() so nothing else can become a mention.
+        # The server's configured roles, shown by name; int() so nothing else can become a mention.
         # The reply itself allows no mentions, so it pings nobody.
-        params["role"] = f"<@&{int(str(error.params['role']))}>"
+        roles = error.params.get("roles")
+        listed = roles if isinstance(roles, list | tuple) else []
+        params["roles"] = ", ".join(f"<@&{int(str(role))}>" for role in listed)
     return fit_content(t(locale, refusal_key(error.code), **params))
 
 
@@ -250,13 +292,13 @@ def mention(job: Job) -> str:
     return f"<@{job.user_id}>"
 
 
-def delivered_text(job: Job, *, compressed: bool, via_dm: bool) -> str:
+def delivered_text(job: Job, *, catalogue: Catalogue, compressed: bool, via_dm: bool) -> str:
     loc = job.locale
     seed = str(job.seed) if job.seed is not None else t(loc, "status.field.seed.none")
     # One line (plain collapses newlines), so the whole prompt stays inside the quote block.
     prompt = plain(job.prompt, PROMPT_EXCERPT_CHARS)
     parts = [t(loc, "deliver.done", mention=mention(job), ref=job.reference, prompt=prompt,
-               seed=seed, job_id=job_id_param(job), price=yen(_job_price(job), loc))]
+               seed=seed, job_id=job_id_param(job), price=_job_price(job, catalogue, loc))]
     if via_dm:
         parts.append(t(loc, "deliver.dm_note", channel=job.channel_id))
     if compressed:
@@ -264,10 +306,10 @@ def delivered_text(job: Job, *, compressed: bool, via_dm: bool) -> str:
     return fit_content("\n".join(parts))
 
 
-def announcement_text(job: Job, event: Notice) -> str:
+def announcement_text(job: Job, event: Notice, *, catalogue: Catalogue) -> str:
     """News told to the requester in the channel (or the interaction, or a DM): every `Notice`."""
     return fit_content(t(job.locale, notice_key(event), mention=mention(job), ref=job.reference,
-                         job_id=job_id_text(job), price=yen(_job_price(job), job.locale),
+                         job_id=job_id_text(job), price=_job_price(job, catalogue, job.locale),
                          minutes=SLOW_AFTER_MINUTES, hours=STALLED_AFTER_HOURS,
                          reason=plain(job.last_error or "—", REASON_CHARS)))
 

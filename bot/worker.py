@@ -39,7 +39,6 @@ from bot.errors import (
 )
 from bot.lifecycle import POLLED_STATES, SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
 from bot.logs import job_fields
-from bot.models import MODELS
 from bot.notices import Notice
 from bot.pacing import Pacer
 from bot.retry import DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY, RetryPolicy, retrying
@@ -212,7 +211,7 @@ class JobWorker:
 
     async def resume(self) -> None:
         """After a restart: finish what was downloaded or completed; pending jobs are polled as they fall due."""
-        await self.durations.load(self._store, list(MODELS))
+        await self.durations.load(self._store)
         for job in await self._store.jobs_in_states((S.COMPLETED, S.DOWNLOADED)):
             self._spawn_finish(job)
         unfinished = await self._store.jobs_in_states((S.PENDING, S.IN_PROGRESS))

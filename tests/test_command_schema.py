@@ -52,8 +52,23 @@ def options(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # -- the schema ------------------------------------------------------------------------------------
 
 
-async def test_the_three_commands_are_registered(bot: VideoBot) -> None:
-    assert sorted(command.name for command in bot.tree.get_commands()) == ["balance", "status", "video"]
+COMMANDS = ["balance", "credit", "settings", "status", "usage", "video"]
+
+
+async def test_the_commands_are_registered(bot: VideoBot) -> None:
+    assert sorted(command.name for command in bot.tree.get_commands()) == COMMANDS
+
+
+async def test_settings_are_offered_only_to_members_who_can_manage_the_server(bot: VideoBot) -> None:
+    settings = (await payloads(bot))["settings"]
+    assert settings["default_member_permissions"] == discord.Permissions(manage_guild=True).value
+    assert sorted(options(settings)) == [
+        "blocklist", "budget_alert", "channels", "language", "limits", "log_channel", "member", "models", "reset",
+        "roles", "show", "timezone",
+    ]
+    for name, payload in (await payloads(bot)).items():
+        if name not in ("settings", "credit"):
+            assert payload["default_member_permissions"] is None, name
 
 
 async def test_video_prompt_and_seed_options(bot: VideoBot) -> None:
@@ -103,18 +118,53 @@ async def test_descriptions_state_the_price_and_the_wait(bot: VideoBot) -> None:
 
 async def test_every_command_and_option_has_a_japanese_description_within_discords_limit(bot: VideoBot) -> None:
     described = 0
+
+    def walk(item: dict[str, Any]) -> None:
+        nonlocal described
+        described += 1
+        english = item["description"]
+        localized = item["description_localizations"]
+        assert set(localized) == {"ja"}, item["name"]
+        for text in (english, localized["ja"]):
+            assert 1 <= len(text) <= 100, text
+        assert localized["ja"] != english
+        for choice in item.get("choices", []):
+            if isinstance(choice["value"], str) and choice["name"] != choice["value"]:
+                assert set(choice.get("name_localizations") or {}) == {"ja"}, choice
+        for option in item.get("options", []):
+            walk(option)
+
     for payload in (await payloads(bot)).values():
-        for item in (payload, *payload.get("options", [])):
-            described += 1
-            english = item["description"]
-            localized = item["description_localizations"]
-            assert set(localized) == {"ja"}, item["name"]
-            for text in (english, localized["ja"]):
-                assert 1 <= len(text) <= 100, text
-            assert localized["ja"] != english
+        walk(payload)
         # Names stay as typed: `/video` everywhere.
         assert not payload.get("name_localizations")
-    assert described == 3 + 2 + 1
+    settings_items = 1 + 12 + 6 + 1 + 2 + 2 + 1 + 1 + 2 + 2 + 2 + 1 + 1  # group, subcommands, their options
+    assert described == 3 + 2 + 1 + 3 + 2 + settings_items
+
+
+async def test_usage_offers_three_localized_periods_and_a_csv_switch(bot: VideoBot) -> None:
+    usage = options((await payloads(bot))["usage"])
+
+    assert list(usage) == ["period", "csv"]
+    period, csv = usage["period"], usage["csv"]
+    assert period["type"] == discord.AppCommandOptionType.string.value and period["required"] is False
+    assert [(c["value"], c["name"], c["name_localizations"]) for c in period["choices"]] == [
+        ("today", "Today", {"ja": "今日"}),
+        ("this_month", "This month", {"ja": "今月"}),
+        ("last_month", "Last month", {"ja": "先月"}),
+    ]
+    assert csv["type"] == discord.AppCommandOptionType.boolean.value and csv["required"] is False
+
+
+async def test_credit_is_offered_by_default_to_manage_server_alone(bot: VideoBot) -> None:
+    every = await payloads(bot)
+
+    manage_guild = discord.Permissions(manage_guild=True).value
+    assert every["credit"]["default_member_permissions"] == manage_guild
+    # Everyone may ask for /usage: members see their own figures.
+    assert all(every[name]["default_member_permissions"] is None for name in ("balance", "status", "usage", "video"))
+    job = options(every["credit"])["job"]
+    assert job["type"] == 3 and job["required"] is True
 
 
 # -- the digest and the sync -------------------------------------------------------------------------
@@ -209,8 +259,75 @@ async def test_a_development_server_gets_its_own_copy_and_its_own_record(tmp_pat
         assert bot.tree.sync.await_args is not None
         assert bot.tree.sync.await_args.kwargs["guild"].id == 424242
         guild = discord.Object(id=424242)
-        assert sorted(c.name for c in bot.tree.get_commands(guild=guild)) == ["balance", "status", "video"]
+        assert sorted(c.name for c in bot.tree.get_commands(guild=guild)) == COMMANDS
         assert await bot.store.get_meta(f"command_sync:{bot.application_id}:424242") is not None
         assert await bot.store.get_meta(f"command_sync:{bot.application_id}:global") is None
     finally:
         await bot.store.close()
+
+
+# -- more than one model -------------------------------------------------------------------------------
+
+TWO_MODELS = """
+[[models]]
+id = "provider/video-model-2.0-fast"
+name = "Video 2.0 Fast"
+create_path = "/gateway/videos/create"
+price_yen = 250
+seed = true
+
+[[models]]
+id = "provider/video-model-2.0-pro"
+name = "Video 2.0 Pro"
+create_path = "/gateway/videos/create-pro"
+price_yen = 1200
+"""
+
+
+@pytest.fixture
+async def two_model_bot(tmp_path: Path) -> VideoBot:
+    models = tmp_path / "models.toml"
+    models.write_text(TWO_MODELS, encoding="utf-8")
+    return await build_bot(tmp_path, MODELS_FILE=str(models))
+
+
+async def test_with_one_model_video_offers_no_model_option(bot: VideoBot) -> None:
+    assert "model" not in options((await payloads(bot))["video"])
+
+
+async def test_with_several_models_video_offers_each_with_its_price(two_model_bot: VideoBot) -> None:
+    video = options((await payloads(two_model_bot))["video"])
+
+    assert list(video) == ["prompt", "model", "seed"]
+    model = video["model"]
+    assert model["type"] == 3 and model["required"] is False
+    assert [(c["name"], c["value"]) for c in model["choices"]] == [
+        ("Video 2.0 Fast · ¥250", "provider/video-model-2.0-fast"),
+        ("Video 2.0 Pro · ¥1,200", "provider/video-model-2.0-pro"),
+    ]
+    assert [c["name_localizations"] for c in model["choices"]] == [
+        {"ja": "Video 2.0 Fast・250円"}, {"ja": "Video 2.0 Pro・1,200円"},
+    ]
+    assert video["prompt"]["max_length"] == 2000 and video["seed"]["max_value"] == 4_294_967_295
+
+
+async def test_with_several_models_the_descriptions_name_no_single_price(two_model_bot: VideoBot) -> None:
+    video = (await payloads(two_model_bot))["video"]
+
+    texts = [video["description"], video["description_localizations"]["ja"]]
+    for option in video["options"]:
+        texts += [option["description"], option["description_localizations"]["ja"]]
+    assert not [text for text in texts if "¥" in text or "円" in text]
+    assert "1-3 minutes" in video["description"] and "price depends on the model" in options(video)["prompt"][
+        "description"]
+    for text in texts:
+        assert 1 <= len(text) <= 100, text
+    assert described_count(video) == 4
+
+
+def described_count(payload: dict[str, Any]) -> int:
+    return sum(1 for item in (payload, *payload.get("options", [])) if item["description_localizations"].get("ja"))
+
+
+async def test_the_digest_changes_when_the_catalogue_does(bot: VideoBot, two_model_bot: VideoBot) -> None:
+    assert await bot.command_digest(None) != await two_model_bot.command_digest(None)

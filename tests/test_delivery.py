@@ -22,6 +22,7 @@ from discord.ext import commands
 from bot import transcode, views
 from bot.delivery import DiscordDelivery, nonce_for
 from bot.i18n import t
+from bot.models import BUILT_IN
 from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH
 from bot.store import JobState, JobStore
@@ -104,7 +105,7 @@ async def discord_bot(
 
 @pytest.fixture
 def delivery(discord_bot: commands.Bot) -> DiscordDelivery:
-    return DiscordDelivery(discord_bot)
+    return DiscordDelivery(discord_bot, BUILT_IN)
 
 
 @pytest.fixture
@@ -295,7 +296,7 @@ async def test_a_video_that_cannot_fit_is_undeliverable_and_the_channel_is_told(
     stuck = await store.transition(job.id, S.UNDELIVERABLE, last_error="too large")
     await delivery.announce(stuck, "undeliverable")
     [told] = channel_posts(double)
-    assert told["content"] == views.announcement_text(stuck, "undeliverable")
+    assert told["content"] == views.announcement_text(stuck, "undeliverable", catalogue=BUILT_IN)
     assert told["mentions"] == [REQUESTER_ID]
     assert double.dm_channel_id(REQUESTER_ID) is None
 
@@ -327,7 +328,7 @@ async def test_announcement_falls_back_to_dm_when_the_channel_refuses(
     await delivery.announce(job, "slow")
 
     dm = await double.wait_for_dm(REQUESTER_ID, timeout=5)
-    assert dm["content"] == views.announcement_text(job, "slow")
+    assert dm["content"] == views.announcement_text(job, "slow", catalogue=BUILT_IN)
     assert channel_posts(double) == []
 
 
@@ -353,7 +354,7 @@ async def test_show_progress_edits_the_original_reply(
     original = double.webhook_messages[record.token]["@original"]
     assert original["id"] == str(reply.id)
     [embed] = original["embeds"]
-    expected = views.receipt_embed(job)
+    expected = views.receipt_embed(job, catalogue=BUILT_IN)
     assert embed["title"] == expected.title
     assert {f["name"]: f["value"] for f in embed["fields"]} == {f.name: f.value for f in expected.fields}
     assert views.state_name(job) in [f["value"] for f in embed["fields"]]

@@ -10,10 +10,11 @@ import discord
 import pytest
 from discord import app_commands
 
-from bot import views
+from bot import usage_views, views
 from bot.i18n import CATALOGUE, EN, JA, CatalogueTranslator, described, description, language, t, yen
 from bot.notices import InvalidCode, Notice, RefusalCode, SubmissionKind
-from bot.store import JobState
+from bot.store import CreditRefusal, JobState
+from bot.usage import Period
 
 _FORMATTER = string.Formatter()
 
@@ -50,6 +51,8 @@ CODE_SETS: dict[str, tuple[Any, Callable[[Any], str]]] = {
     "RefusalCode": (RefusalCode, views.refusal_key),
     "SubmissionKind": (SubmissionKind, views.submission_key),
     "InvalidCode": (InvalidCode, views.invalid_key),
+    "CreditRefusal": (CreditRefusal, usage_views.credit_refusal_key),
+    "Period": (Period, usage_views.period_key),
 }
 CODES = [(name, code) for name, (literal, _) in CODE_SETS.items() for code in get_args(literal)]
 

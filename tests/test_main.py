@@ -135,12 +135,13 @@ async def test_check_prints_one_ok_line_per_check(
     assert code == 0, out + err
     lines = out.splitlines()
     assert lines[0].startswith("settings: OK")
-    assert lines[1] == f"database: OK (schema {SCHEMA_VERSION})"
-    assert lines[2].startswith(f"videos: OK ({tmp_path / 'videos'}, ") and lines[2].endswith("will be created)")
-    assert lines[3] == (f"video service: OK (key …{SIM_KEY[-4:]}; spent ¥0 of ¥10,000; available ¥10,000 "
+    assert lines[1] == "models: OK (built in: 1 model; default provider/video-model-2.0-fast at ¥250)"
+    assert lines[2] == f"database: OK (schema {SCHEMA_VERSION})"
+    assert lines[3].startswith(f"videos: OK ({tmp_path / 'videos'}, ") and lines[3].endswith("will be created)")
+    assert lines[4] == (f"video service: OK (key …{SIM_KEY[-4:]}; spent ¥0 of ¥10,000; available ¥10,000 "
                         "(40 videos at ¥250))")
-    assert lines[4] == "discord: OK (logged in as double-bot)"
-    assert lines[5] == "check: OK"
+    assert lines[5] == "discord: OK (logged in as double-bot)"
+    assert lines[6] == "check: OK"
     assert SIM_KEY not in out + err and TOKEN not in out + err
     assert [r.path for r in double.requests] == ["/users/@me"]  # read-only: no gateway, no sync
 
@@ -184,6 +185,53 @@ async def test_a_database_from_a_newer_bot_is_refused_in_one_line(command: str, 
                               "run that version, or restore a backup"
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
+
+
+MODELS = """
+default = "provider/video-model-2.0-pro"
+[[models]]
+id = "provider/video-model-2.0-fast"
+create_path = "/gateway/videos/create"
+price_yen = 250
+[[models]]
+id = "provider/video-model-2.0-pro"
+create_path = "/gateway/videos/create-pro"
+price_yen = 1200
+"""
+
+
+async def test_check_reads_the_models_file_and_counts_videos_at_the_default_models_price(
+    simulator: VideoServiceSimulator, double: DiscordDouble, tmp_path: Path
+) -> None:
+    models = tmp_path / "models.toml"
+    models.write_text(MODELS, encoding="utf-8")
+    env = {"DISCORD_TOKEN": TOKEN, "VIDEO_API_BASE_URL": simulator.base_url, "VIDEO_API_KEY": SIM_KEY,
+           "DATABASE_PATH": str(tmp_path / "bot.sqlite3"), "VIDEO_STORAGE_DIR": str(tmp_path / "videos"),
+           "MODELS_FILE": str(models)}
+    code, out, err = await run_bot(["check"], env, tmp_path, discord=double)
+    assert code == 0, out + err
+    assert f"models: OK ({models}: 2 models; default provider/video-model-2.0-pro at ¥1,200)" in out
+    assert "available ¥10,000 (8 videos at ¥1,200)" in out
+
+
+@pytest.mark.parametrize("command", ["run", "sync", "check"])
+async def test_a_bad_models_file_is_refused_naming_the_file_and_the_entry(command: str, tmp_path: Path) -> None:
+    models = tmp_path / "models.toml"
+    models.write_text(MODELS.replace("price_yen = 1200", "price_yen = 0"), encoding="utf-8")
+    # Discord and the service are unreachable: the file must be refused before either is tried.
+    env = {"DISCORD_TOKEN": TOKEN, "VIDEO_API_BASE_URL": f"http://127.0.0.1:{closed_port()}",
+           "VIDEO_API_KEY": SIM_KEY, "DATABASE_PATH": str(tmp_path / "bot.sqlite3"),
+           "VIDEO_STORAGE_DIR": str(tmp_path / "v"), "MODELS_FILE": str(models)}
+    dead = discord_at(f"http://127.0.0.1:{closed_port()}/api/v10")
+    code, out, err = await run_bot([command], env, tmp_path, discord=dead)
+    assert code == 2, out + err
+    assert "Traceback" not in out + err
+    problem = "model 2 ('provider/video-model-2.0-pro'): price_yen must be a whole number of yen above 0"
+    if command == "check":
+        assert f"models: FAILED: {models}: {problem}" in out
+        assert "check failed: models," in err
+    else:
+        assert err.strip() == f"python -m bot: invalid models file {models}:\n  - {problem}"
 
 
 # -- check, one cause at a time ---------------------------------------------------------------------

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.app import Services, open_services, worker_config
 from bot.metrics import STALL_WINDOW_SECONDS, Metrics
+from bot.models import DEFAULT_MODEL
 from bot.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
 from bot.store import Job, JobState, NewJob
@@ -85,8 +86,8 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 
 def request(prompt: str = "a paper boat on a rainy street") -> NewJob:
-    return NewJob(model="", prompt=prompt, seed=7, user_id=REQUESTER_ID, guild_id=GUILD_ID, channel_id=CHANNEL_ID,
-                  locale="en-US")
+    return NewJob(model=DEFAULT_MODEL.id, prompt=prompt, seed=7, user_id=REQUESTER_ID, guild_id=GUILD_ID,
+                  channel_id=CHANNEL_ID, locale="en-US")
 
 
 async def run_one_job(services: Services, sim: VideoServiceSimulator) -> Job:

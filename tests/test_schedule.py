@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import random
 from itertools import pairwise
+from pathlib import Path
 
 from bot.durations import DurationModel
 from bot.schedule import Plan, PollSchedule
-from bot.store import Job, JobState
+from bot.store import Job, JobState, JobStore
 
 MODEL = "provider/video-model-2.0-fast"
 INTERVAL = 20.0
@@ -140,3 +141,22 @@ def test_the_first_poll_offset_is_kept_with_the_durations() -> None:
     assert again.first_poll_after(MODEL) == learned.first_poll_after(MODEL) < 60.0
     assert again.quantile(MODEL, 0.5) == learned.quantile(MODEL, 0.5) == 39.5
     assert again.expected_ready_at(MODEL, 100.0) == 139.5
+
+
+async def test_the_durations_of_every_model_survive_a_restart_through_the_store(tmp_path: Path) -> None:
+    # Models come from a catalogue file that may change between runs: whatever was saved is read back.
+    store = await JobStore.open(tmp_path / "jobs.sqlite3")
+    try:
+        learned = DurationModel((60.0, 180.0))
+        for n in range(20):
+            learned.record(MODEL, 30.0 + n)
+            learned.record("other/model", 100.0 + n)
+        await learned.save(store)
+        await store.set_meta("durations_x", "not one of ours")  # a key that merely shares the letters
+        again = DurationModel((60.0, 180.0))
+        await again.load(store)
+    finally:
+        await store.close()
+    assert again.quantile(MODEL, 0.5) == 39.5
+    assert again.quantile("other/model", 0.5) == 109.5
+    assert again.expected_ready_at("other/model", 0.0) == 109.5

@@ -70,12 +70,13 @@ def command(bot: VideoBot) -> app_commands.Command:  # type: ignore[type-arg]
          "次の動画は<t:1767193200:R>から頼めます。"),
         (AdmissionRefused("too_many_active", None, active=2, limit=2), "You already have 2 videos in progress (the "
          "limit is 2). Try again when one is finished. Nothing was spent.", "すでに2本あります（上限2本）"),
-        (AdmissionRefused("guild_daily_cap", RESETS, spent=4_750, cap=5_000), "This server has used its daily video "
-         "budget (¥4,750 of ¥5,000). It resets <t:1767193200:R>. Nothing was spent.", "（5,000円中4,750円）"),
+        (AdmissionRefused("guild_daily_cap", RESETS, spent=4_850, cap=5_000, left=150), "This server's daily video "
+         "budget cannot pay for this video: ¥150 of ¥5,000 left. It resets <t:1767193200:R>. Nothing was spent.",
+         "（5,000円中、残り150円）"),
         (AdmissionRefused("channel", None), "Videos cannot be requested in this channel. Nothing was spent.",
          "このチャンネルでは動画をリクエストできません。"),
-        (AdmissionRefused("role", None, role=555), "You need the <@&555> role to request videos. Nothing was spent.",
-         "<@&555>ロールが必要です"),
+        (AdmissionRefused("role", None, roles=[555]), "You need one of these roles to request videos: <@&555>. "
+         "Nothing was spent.", "ロールが必要です：<@&555>"),
         (BudgetTooLow(9_900, 10_000, 250), "The shared budget cannot pay for a video: ¥100 left of ¥10,000 (¥9,900 "
          "spent), and one video costs ¥250. Nothing was sent.", "残り100円（上限10,000円、使用済み9,900円）、1本250円"),
         (failed(7, "rejected", "nope"), "The video service did not accept request #7: nope. Nothing was "

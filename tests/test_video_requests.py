@@ -7,7 +7,8 @@ from pathlib import Path
 
 import aiohttp
 
-from bot.app import build_client
+from bot.app import build_client, server_rules
+from bot.models import BUILT_IN, DEFAULT_MODEL
 from bot.pacing import Pacer
 from bot.retry import CREATE_RETRY, READ_RETRY
 from bot.simulator import VideoServiceSimulator
@@ -18,7 +19,7 @@ from tests.conftest import SIM_KEY
 
 
 def request(prompt: str) -> NewJob:
-    return NewJob(model="", prompt=prompt, seed=None, user_id=1, guild_id=10, channel_id=100)
+    return NewJob(model=DEFAULT_MODEL.id, prompt=prompt, seed=None, user_id=1, guild_id=10, channel_id=100)
 
 
 async def test_a_request_waiting_for_its_turn_is_not_yet_sending(
@@ -30,7 +31,7 @@ async def test_a_request_waiting_for_its_turn_is_not_yet_sending(
     store = await JobStore.open(settings.database_path)
     slow = Pacer(1.0)  # one request a second: each create waits for its turn
     client = build_client(settings, http_session, pacer=slow, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
-    requests = VideoRequests(store, client, settings)
+    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
     try:
         first = await requests.record(request("first"))
         second = await requests.record(request("second"))

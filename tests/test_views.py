@@ -11,7 +11,8 @@ import discord
 import pytest
 
 from bot import views
-from bot.errors import BudgetTooLow, InvalidRequest, SubmissionFailed
+from bot.errors import BudgetTooLow, InvalidRequest, ModelUnavailable, SubmissionFailed
+from bot.models import BUILT_IN, DEFAULT_MODEL, Catalogue, VideoModel
 from bot.notices import Notice
 from bot.store import AdmissionRefused, Job, JobState
 from bot.video_client import KeyInfo
@@ -45,6 +46,11 @@ def job(**changes: object) -> Job:
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
+PRO = VideoModel(id="provider/video-model-2.0-pro", name="Video 2.0 Pro", create_path="/gateway/videos/create-pro",
+                 price_yen=1_200, supports_seed=False)
+TWO_MODELS = Catalogue((DEFAULT_MODEL, PRO), DEFAULT_MODEL.id)
+
+
 def fields(embed: discord.Embed) -> dict[str, str]:
     return {str(f.name): str(f.value) for f in embed.fields}
 
@@ -68,7 +74,7 @@ MENTIONS = f"@everyone @here look <@{SOMEONE}> <@!{SOMEONE}> <@&{ROLE}> <@123>"
 
 
 def test_the_delivered_text_pings_the_requester_and_defuses_the_prompt() -> None:
-    text = views.delivered_text(job(prompt=MENTIONS, seed=7), compressed=False, via_dm=False)
+    text = views.delivered_text(job(prompt=MENTIONS, seed=7), catalogue=BUILT_IN, compressed=False, via_dm=False)
 
     assert text.startswith(f"<@{REQUESTER}> your video #42 is ready.")
     assert text.count(f"<@{REQUESTER}>") == 1
@@ -81,7 +87,7 @@ def test_the_delivered_text_pings_the_requester_and_defuses_the_prompt() -> None
 
 
 def test_a_multi_line_prompt_stays_inside_the_quote() -> None:
-    text = views.delivered_text(job(prompt="line one\n\nline two\n# heading"), compressed=False,
+    text = views.delivered_text(job(prompt="line one\n\nline two\n# heading"), catalogue=BUILT_IN, compressed=False,
                                 via_dm=False)
 
     lines = text.split("\n")
@@ -91,7 +97,7 @@ def test_a_multi_line_prompt_stays_inside_the_quote() -> None:
 
 
 def test_the_delivered_text_in_japanese_with_notes() -> None:
-    text = views.delivered_text(job(locale="ja"), compressed=True, via_dm=True)
+    text = views.delivered_text(job(locale="ja"), catalogue=BUILT_IN, compressed=True, via_dm=True)
 
     assert "動画 #42 ができました" in text
     assert "費用: 250円" in text
@@ -104,7 +110,7 @@ def test_the_delivered_text_in_japanese_with_notes() -> None:
 
 
 def test_a_long_prompt_fits_the_status_embed_field() -> None:
-    embed = views.status_embed(job(prompt="*_" * 1000))
+    embed = views.status_embed(job(prompt="*_" * 1000), catalogue=BUILT_IN)
 
     assert len(fields(embed)["Prompt"]) <= 1024
 
@@ -113,14 +119,15 @@ def test_a_long_prompt_fits_the_status_embed_field() -> None:
 
 
 def test_the_receipt_shows_a_live_relative_timestamp_of_the_acceptance() -> None:
-    embed = views.receipt_embed(job())
+    embed = views.receipt_embed(job(), catalogue=BUILT_IN)
 
     assert fields(embed)["Started"] == f"<t:{int(ACCEPTED)}:R>"
     assert re.fullmatch(r"<t:\d+:R>", fields(embed)["Started"])
 
 
 def test_the_receipt_of_a_request_not_yet_accepted_uses_the_request_time() -> None:
-    embed = views.receipt_embed(job(state=S.SUBMITTING, accepted_at=None, service_job_id=None, charged_yen=0))
+    embed = views.receipt_embed(job(state=S.SUBMITTING, accepted_at=None, service_job_id=None, charged_yen=0),
+                                catalogue=BUILT_IN)
 
     assert fields(embed)["Started"] == f"<t:{int(CREATED)}:R>"
     assert fields(embed)["Job"] == "—"
@@ -128,7 +135,8 @@ def test_the_receipt_of_a_request_not_yet_accepted_uses_the_request_time() -> No
 
 
 def test_the_receipt_of_a_delivered_video_links_to_it() -> None:
-    embed = views.receipt_embed(job(state=S.DELIVERED, delivered_channel_id=10, delivered_message_id=77))
+    embed = views.receipt_embed(job(state=S.DELIVERED, delivered_channel_id=10, delivered_message_id=77),
+                                catalogue=BUILT_IN)
 
     assert embed.description == "Posted: https://discord.com/channels/9/10/77"
     assert embed.colour == discord.Colour.green()
@@ -136,14 +144,14 @@ def test_the_receipt_of_a_delivered_video_links_to_it() -> None:
 
 
 def test_the_receipt_of_a_failed_job_names_the_job_id_for_support() -> None:
-    embed = views.receipt_embed(job(state=S.FAILED))
+    embed = views.receipt_embed(job(state=S.FAILED), catalogue=BUILT_IN)
 
     assert "`vid_abc`" in (embed.description or "")
     assert "service credit" in (embed.description or "")
 
 
 def test_the_receipt_of_an_undeliverable_video_points_to_status() -> None:
-    embed = views.receipt_embed(job(state=S.UNDELIVERABLE))
+    embed = views.receipt_embed(job(state=S.UNDELIVERABLE), catalogue=BUILT_IN)
 
     assert embed.description == "It could not be posted. Use `/status #42` to get the file."
 
@@ -152,7 +160,7 @@ def test_the_receipt_of_an_undeliverable_video_points_to_status() -> None:
 
 
 def test_a_failure_announcement_names_the_job_id_and_the_charge() -> None:
-    text = views.announcement_text(job(state=S.FAILED), "failed")
+    text = views.announcement_text(job(state=S.FAILED), "failed", catalogue=BUILT_IN)
 
     assert text.startswith(f"<@{REQUESTER}> your video #42 failed")
     assert "charged ¥250" in text and "`vid_abc`" in text
@@ -190,10 +198,10 @@ def _builders() -> dict[str, tuple[JobState, Callable[[Job], Built]]]:
 
     # Each binds its argument now (not the loop variable's last value) and gives the lambda a type.
     def delivered(compressed: bool, via_dm: bool) -> Callable[[Job], Built]:
-        return lambda j: views.delivered_text(j, compressed=compressed, via_dm=via_dm)
+        return lambda j: views.delivered_text(j, catalogue=BUILT_IN, compressed=compressed, via_dm=via_dm)
 
     def announced(notice: Notice) -> Callable[[Job], Built]:
-        return lambda j: views.announcement_text(j, notice)
+        return lambda j: views.announcement_text(j, notice, catalogue=BUILT_IN)
 
     def refused(refusal: AdmissionRefused) -> Callable[[Job], Built]:
         return lambda j: views.refusal_text(refusal, j.locale)
@@ -202,9 +210,9 @@ def _builders() -> dict[str, tuple[JobState, Callable[[Job], Built]]]:
         return lambda j: views.invalid_request_text(error, j.locale)
 
     for state in S:
-        builders[f"receipt-{state}"] = (state, lambda j: views.receipt_embed(j))
-        builders[f"status-{state}"] = (state, lambda j: views.status_embed(j))
-        builders[f"status-ja-{state}"] = (state, lambda j: views.status_embed(j, locale="ja"))
+        builders[f"receipt-{state}"] = (state, lambda j: views.receipt_embed(j, catalogue=BUILT_IN))
+        builders[f"status-{state}"] = (state, lambda j: views.status_embed(j, catalogue=BUILT_IN))
+        builders[f"status-ja-{state}"] = (state, lambda j: views.status_embed(j, catalogue=BUILT_IN, locale="ja"))
     builders["status-list"] = (S.FAILED, lambda j: views.status_list_embed([j] * 3, "en-US"))
     builders["status-list-200"] = (S.FAILED, lambda j: views.status_list_embed([j] * 200, "ja"))
     builders["balance"] = (S.PENDING, lambda j: views.balance_embed(
@@ -217,7 +225,7 @@ def _builders() -> dict[str, tuple[JobState, Callable[[Job], Built]]]:
         for via_dm in (False, True):
             builders[f"delivered-{compressed=}-{via_dm=}"] = (S.DELIVERED, delivered(compressed, via_dm))
     builders["delivered-ja"] = (S.DELIVERED, lambda j: views.delivered_text(
-        dataclasses.replace(j, locale="ja"), compressed=True, via_dm=True))
+        dataclasses.replace(j, locale="ja"), catalogue=BUILT_IN, compressed=True, via_dm=True))
     for notice in get_args(Notice):
         builders[f"announce-{notice}"] = (S.FAILED, announced(notice))
     builders["submission-rejected"] = (S.REJECTED, lambda j: views.submission_failed_text(
@@ -227,8 +235,8 @@ def _builders() -> dict[str, tuple[JobState, Callable[[Job], Built]]]:
     builders["submission-unknown"] = (S.UNKNOWN, lambda j: views.submission_failed_text(
         SubmissionFailed(j.id, "unknown", j.last_error or "", price_yen=250), "en-US"))
     refusals = [AdmissionRefused("cooldown", RESETS), AdmissionRefused("too_many_active", None, active=2, limit=2),
-                AdmissionRefused("guild_daily_cap", RESETS, spent=4_750, cap=5_000),
-                AdmissionRefused("channel", None), AdmissionRefused("role", None, role=ROLE)]
+                AdmissionRefused("guild_daily_cap", RESETS, spent=4_750, cap=5_000, left=250),
+                AdmissionRefused("channel", None), AdmissionRefused("role", None, roles=[ROLE])]
     for refusal in refusals:
         builders[f"refusal-{refusal.code}"] = (S.SUBMITTING, refused(refusal))
     invalid = [InvalidRequest("prompt_empty", "empty"), InvalidRequest("prompt_too_long", "long", length=5000,
@@ -237,6 +245,16 @@ def _builders() -> dict[str, tuple[JobState, Callable[[Job], Built]]]:
     for error in invalid:
         builders[f"invalid-{error.code}"] = (S.SUBMITTING, invalid_text(error))
     builders["budget"] = (S.SUBMITTING, lambda j: views.budget_text(BudgetTooLow(9_900, 10_000, 250), j.locale))
+    # The model asked for is outside text (a typed option value): the hostile service job id stands in for it.
+    offered = (("Video 2.0 Fast", 250), ("Video 2.0 Pro", 1_200))
+    builders["model-unknown"] = (S.SUBMITTING, lambda j: views.model_text(
+        ModelUnavailable("unknown", j.service_job_id or "", offered=offered), j.locale))
+    builders["model-not-allowed-ja"] = (S.SUBMITTING, lambda j: views.model_text(
+        ModelUnavailable("not_allowed", j.service_job_id or "", offered=offered), "ja"))
+    builders["model-none-allowed"] = (S.SUBMITTING, lambda j: views.model_text(
+        ModelUnavailable("none_allowed", j.service_job_id or ""), j.locale))
+    builders["model-label"] = (S.PENDING, lambda j: views.model_label("Video 2.0 Pro", 1_200, j.locale))
+    builders["receipt-two-models"] = (S.PENDING, lambda j: views.receipt_embed(j, catalogue=TWO_MODELS))
     builders["job-id-text"] = (S.PENDING, views.job_id_text)
     builders["state-name"] = (S.PENDING, views.state_name)
     return builders
@@ -269,9 +287,9 @@ def test_every_builder_is_covered() -> None:
     """A new public builder in views must join BUILDERS."""
     covered = {"receipt_embed", "status_embed", "status_list_embed", "balance_embed", "delivered_text",
                "announcement_text", "submission_failed_text", "refusal_text", "invalid_request_text", "budget_text",
-               "job_id_text", "state_name"}
+               "job_id_text", "state_name", "model_text", "model_label"}
     helpers = {"relative", "mention", "requester_only", "job_id_param", "state_key", "status_next_key", "notice_key",
-               "refusal_key", "invalid_key", "submission_key"}
+               "refusal_key", "invalid_key", "submission_key", "model_key"}
     public = {name for name, value in vars(views).items()
               if callable(value) and not name.startswith("_") and getattr(value, "__module__", "") == views.__name__}
     assert public == covered | helpers
@@ -308,14 +326,14 @@ def test_job_id_text_of_a_5000_character_id_is_one_short_code_span() -> None:
 
 
 def test_the_hostile_prompt_in_status_is_cut_to_1000_characters() -> None:
-    embed = views.status_embed(hostile(S.PENDING))
+    embed = views.status_embed(hostile(S.PENDING), catalogue=BUILT_IN)
 
     assert 900 <= len(fields(embed)["Prompt"]) <= 1000
     assert fields(embed)["Prompt"].endswith("…")
 
 
 def test_the_role_in_a_refusal_can_only_be_a_number() -> None:
-    assert views.refusal_text(AdmissionRefused("role", None, role=ROLE), "en-US") == (
-        f"You need the <@&{ROLE}> role to request videos. Nothing was spent.")
+    assert views.refusal_text(AdmissionRefused("role", None, roles=[ROLE]), "en-US") == (
+        f"You need one of these roles to request videos: <@&{ROLE}>. Nothing was spent.")
     with pytest.raises(ValueError):
-        views.refusal_text(AdmissionRefused("role", None, role="1> @everyone <@123"), "en-US")
+        views.refusal_text(AdmissionRefused("role", None, roles=["1> @everyone <@123"]), "en-US")

@@ -29,7 +29,8 @@ class BalanceCog(commands.Cog):
         embed = views.balance_embed(
             info,
             masked_key=self.bot.video_client.masked_key,
-            price_yen=self.bot.requests.model.price_yen,
+            # What is left, counted in videos of the default model.
+            price_yen=self.bot.catalogue.price_of(self.bot.catalogue.default_id),
             ledger_all=everywhere,
             ledger_guild=here,
             locale=interaction.locale.value,

@@ -41,7 +41,7 @@ class StatusCog(commands.Cog):
         if job is None:
             await respond(interaction, t(locale, "status.not_found", reference=inline_code(job_id)))
             return
-        embed = views.status_embed(job, locale=locale)
+        embed = views.status_embed(job, catalogue=self.bot.catalogue, locale=locale)
         if job.state != JobState.UNDELIVERABLE or job.user_id != interaction.user.id:
             await respond(interaction, embed=embed)
             return

@@ -10,7 +10,7 @@ from discord.ext import commands
 
 from bot import views
 from bot.i18n import described
-from bot.models import DEFAULT_MODEL
+from bot.models import Catalogue
 from bot.store import NewJob
 from bot.tree import respond
 from bot.validation import MAX_PROMPT_CHARS, MAX_SEED, MIN_SEED
@@ -19,24 +19,38 @@ from bot.video_requests import interaction_expiry
 if TYPE_CHECKING:
     from bot.video_bot import VideoBot
 
-PRICE = DEFAULT_MODEL.price_yen
+Prompt = app_commands.Range[str, 1, MAX_PROMPT_CHARS]
+Seed = app_commands.Range[int, MIN_SEED, MAX_SEED]
 
 
 class VideoCog(commands.Cog):
+    """Its one command takes its shape from the catalogue when the cog is built: Discord needs it fixed then."""
+
     def __init__(self, bot: VideoBot) -> None:
         self.bot = bot
+        self.video: app_commands.Command[VideoCog, ..., None] = video_command(self, bot.catalogue)
 
-    @app_commands.command(name="video", description=described("cmd.video", price_yen=PRICE))
-    @app_commands.describe(
-        prompt=described("cmd.video.prompt", price_yen=PRICE),
-        seed=described("cmd.video.seed"),
-    )
-    @app_commands.guild_only()
-    async def video(
+    async def cog_load(self) -> None:
+        self.bot.tree.add_command(self.video)
+
+    async def cog_unload(self) -> None:
+        self.bot.tree.remove_command(self.video.name)
+
+    async def one_model(self, interaction: discord.Interaction[VideoBot], prompt: Prompt, seed: Seed | None = None
+                        ) -> None:
+        await self.request(interaction, prompt, seed, None)
+
+    async def several_models(
         self,
         interaction: discord.Interaction[VideoBot],
-        prompt: app_commands.Range[str, 1, MAX_PROMPT_CHARS],
-        seed: app_commands.Range[int, MIN_SEED, MAX_SEED] | None = None,
+        prompt: Prompt,
+        model: str | None = None,
+        seed: Seed | None = None,
+    ) -> None:
+        await self.request(interaction, prompt, seed, model)
+
+    async def request(
+        self, interaction: discord.Interaction[VideoBot], prompt: str, seed: int | None, model: str | None
     ) -> None:
         # Input that cannot succeed is refused by `record` before anything else: no row, no request, no cost.
         member = interaction.user
@@ -46,7 +60,7 @@ class VideoCog(commands.Cog):
         requests = self.bot.requests
         job = await requests.record(
             NewJob(
-                model=requests.model.id,
+                model=model or "",  # "" for the server's default; `record` applies the server's model rules
                 prompt=prompt,
                 seed=seed,
                 user_id=member.id,
@@ -61,9 +75,31 @@ class VideoCog(commands.Cog):
         )
         await interaction.response.defer(ephemeral=True, thinking=True)
         job = await requests.send(job)
-        message = await respond(interaction, embed=views.receipt_embed(job))
+        message = await respond(interaction, embed=views.receipt_embed(job, catalogue=self.bot.catalogue))
         if message is not None:
             await self.bot.requests.remember_reply(job, message.id)
+
+
+def video_command(cog: VideoCog, catalogue: Catalogue) -> app_commands.Command[VideoCog, ..., None]:
+    """/video as this catalogue needs it: one model names its price; several add a `model` choice instead."""
+    if not catalogue.several:
+        price = catalogue.price_of(catalogue.default_id)
+        command: app_commands.Command[VideoCog, ..., None] = app_commands.Command(
+            name="video", description=described("cmd.video", price_yen=price),
+            callback=cog.one_model)
+        app_commands.describe(prompt=described("cmd.video.prompt", price_yen=price),
+                              seed=described("cmd.video.seed"))(command)
+    else:
+        command = app_commands.Command(name="video", description=described("cmd.video.several"),
+                                       callback=cog.several_models)
+        app_commands.describe(prompt=described("cmd.video.prompt.several"), model=described("cmd.video.model"),
+                              seed=described("cmd.video.seed"))(command)
+        app_commands.choices(model=[
+            app_commands.Choice(name=described("model.label", name=m.name, price_yen=catalogue.price_of(m.id)),
+                                value=m.id)
+            for m in catalogue
+        ])(command)
+    return app_commands.guild_only()(command)
 
 
 async def setup(bot: VideoBot) -> None:

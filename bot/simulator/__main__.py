@@ -3,6 +3,9 @@
 Prints the base URL on stdout once listening (one line, so scripts can read it) and logs to stderr.
 Stops cleanly on SIGINT / SIGTERM.
 
+More models: ``--model ID,CREATE_PATH,PRICE[,no-seed]`` (repeatable) serves another model at its own
+create path and flat price, beside the spec's model (priced by ``--price``).
+
 The misbehaviour flags (``--download-body``, ``--foreign-paths``, ``--oversize-bytes`` ...) map to the
 ``SimulatorConfig`` fields of the same meaning; ``bot.simulator.app`` documents them all.
 """
@@ -18,7 +21,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bot.simulator.app import DOWNLOAD_BODIES, FOREIGN_PATHS, SimulatorConfig, VideoServiceSimulator
+from bot.simulator.app import (
+    DEFAULT_PRICE_YEN,
+    DOWNLOAD_BODIES,
+    FOREIGN_PATHS,
+    SimModel,
+    SimulatorConfig,
+    VideoServiceSimulator,
+)
 
 logger = logging.getLogger("bot.simulator")
 
@@ -49,6 +59,18 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _model(value: str) -> SimModel:
+    """`ID,CREATE_PATH,PRICE[,no-seed]` (model ids hold slashes, so commas separate the parts)."""
+    parts = [part.strip() for part in value.split(",")]
+    if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "no-seed"):
+        raise argparse.ArgumentTypeError(f"expected ID,CREATE_PATH,PRICE[,no-seed], got {value!r}")
+    try:
+        price = int(parts[2])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"the price must be a whole number of yen, got {parts[2]!r}") from None
+    return SimModel(id=parts[0], create_path=parts[1], price_yen=price, supports_seed=len(parts) == 3)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bot.simulator",
@@ -74,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_budget,
         default=10_000,
         help="key budget in yen, or 'none' for no limit (default: %(default)s)",
+    )
+    parser.add_argument("--price", type=_positive_int, default=DEFAULT_PRICE_YEN,
+                        help="flat price in yen of the spec's model (default: %(default)s)")
+    parser.add_argument(
+        "--model", dest="models", action="append", type=_model, default=[], metavar="ID,CREATE_PATH,PRICE[,no-seed]",
+        help="serve another model at its own create path and price; repeat for more",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for durations and failures (default: 0)")
     parser.add_argument("--rate-limit", type=float, default=None, help="max requests per second across all endpoints")
@@ -122,6 +150,8 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         job_seconds_max=args.job_seconds_max,
         fail_rate=args.fail_rate,
         max_budget=args.max_budget,
+        price_yen=args.price,
+        extra_models=tuple(args.models),
         seed=args.seed,
         video_path=args.video,
         rate_limit_per_second=args.rate_limit,

@@ -43,6 +43,13 @@ Redirects:
   ``/storage/{job_id}`` without authentication (for any id, with the download body settings above),
   as a storage host would; those requests go to ``storage_requests_log``, not ``requests_log``.
 
+Models
+------
+The spec's model is served at ``CREATE_PATH`` for ``price_yen``. ``extra_models`` (``SimModel``) add
+more, each with its own create path and flat price; status and download are shared by all models, as
+in the spec. Each accepted create is charged its model's price (``spend``, per model in
+``spend_by_model``).
+
 Counters stay true under every misbehaviour: ``spend``, ``creates_accepted`` and ``accepted_job_ids``
 count what was charged; ``bytes_served`` holds, per download body (``/storage`` included), the bytes
 handed to the socket, an upper bound on what the client received (so a test can prove a client
@@ -122,6 +129,20 @@ _LENGTH_FIELDS: Final = ("length", "duration", "seconds")
 _RESOLUTION_FIELDS: Final = ("resolution", "size")
 
 
+@dataclass(frozen=True)
+class SimModel:
+    """One model the simulated service serves: its own create endpoint and flat price."""
+
+    id: str
+    create_path: str
+    price_yen: int
+    supports_seed: bool = True
+
+
+#: Paths a model's create endpoint must not take: the shared endpoints.
+_SHARED_PREFIXES: Final = (JOBS_PREFIX, KEY_INFO_PATH, STORAGE_PREFIX)
+
+
 @dataclass
 class SimulatorConfig:
     """Behaviour knobs of the simulator. Defaults mirror the real model's fixed settings and price."""
@@ -135,7 +156,10 @@ class SimulatorConfig:
     fail_rate: float = 0.0
     # Yen; None means no limit and key info reports a null budget.
     max_budget: int | None = 10_000
+    # The flat price of the spec's model (MODEL_ID at CREATE_PATH).
     price_yen: int = DEFAULT_PRICE_YEN
+    # More models, each at its own create path and price (the routes are fixed when the simulator is built).
+    extra_models: tuple[SimModel, ...] = ()
     # Seeds random.Random for durations and failures so runs are reproducible.
     seed: int = 0
     # The MP4 served for every completed job; None means the packaged assets/sample.mp4.
@@ -187,7 +211,29 @@ class SimulatorConfig:
             raise ValueError("price_yen must be > 0")
         if self.rate_limit_per_second is not None and self.rate_limit_per_second <= 0:
             raise ValueError("rate_limit_per_second must be > 0 or None")
+        self._validate_models()
         self._validate_misbehaviours()
+
+    @property
+    def models(self) -> tuple[SimModel, ...]:
+        """Every model served: the spec's, then the extra ones."""
+        return (SimModel(MODEL_ID, CREATE_PATH, self.price_yen, True), *self.extra_models)
+
+    def _validate_models(self) -> None:
+        ids = [model.id for model in self.models]
+        paths = [model.create_path for model in self.models]
+        if len(set(ids)) != len(ids):
+            raise ValueError("model ids must be unique")
+        if len(set(paths)) != len(paths):
+            raise ValueError("model create paths must be unique")
+        for model in self.extra_models:
+            if not model.id:
+                raise ValueError("a model id must not be empty")
+            if not model.create_path.startswith("/") or "?" in model.create_path or \
+                    model.create_path.startswith(_SHARED_PREFIXES):
+                raise ValueError(f"create path {model.create_path!r} must be an absolute path of its own")
+            if isinstance(model.price_yen, bool) or not isinstance(model.price_yen, int) or model.price_yen <= 0:
+                raise ValueError(f"the price of {model.id} must be a whole number of yen > 0")
 
     def _validate_misbehaviours(self) -> None:
         if not all(isinstance(job_id, str) for job_id in self.forced_job_ids):
@@ -227,6 +273,7 @@ class SimJob:
     created_at: float
     duration: float
     will_fail: bool
+    model: str = MODEL_ID
 
     @property
     def in_progress_at(self) -> float:
@@ -350,27 +397,27 @@ def _is_number(value: object, target: int) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value == target
 
 
-def _fixed_field_error(payload: Mapping[str, Any]) -> str | None:
+def _fixed_field_error(payload: Mapping[str, Any], model_id: str = MODEL_ID) -> str | None:
     """Message for the first field that asks for something other than the model's fixed settings."""
     for name in _LENGTH_FIELDS:
         if name in payload:
             value = payload[name]
             ok = _is_number(value, VIDEO_SECONDS) or (isinstance(value, str) and value.strip().lower() in {"8", "8s"})
             if not ok:
-                return f"{name} is fixed at {VIDEO_SECONDS} seconds for {MODEL_ID}"
+                return f"{name} is fixed at {VIDEO_SECONDS} seconds for {model_id}"
     for name in _RESOLUTION_FIELDS:
         if name in payload:
             value = payload[name]
             if not (isinstance(value, str) and value.replace(" ", "").lower() == VIDEO_RESOLUTION):
-                return f"{name} is fixed at {VIDEO_RESOLUTION} for {MODEL_ID}"
+                return f"{name} is fixed at {VIDEO_RESOLUTION} for {model_id}"
     if "width" in payload and not _is_number(payload["width"], VIDEO_WIDTH):
-        return f"width is fixed at {VIDEO_WIDTH} for {MODEL_ID}"
+        return f"width is fixed at {VIDEO_WIDTH} for {model_id}"
     if "height" in payload and not _is_number(payload["height"], VIDEO_HEIGHT):
-        return f"height is fixed at {VIDEO_HEIGHT} for {MODEL_ID}"
+        return f"height is fixed at {VIDEO_HEIGHT} for {model_id}"
     if "audio" in payload and payload["audio"] is not True:
-        return f"audio is always included for {MODEL_ID}"
-    if "model" in payload and payload["model"] != MODEL_ID:
-        return f"this endpoint only serves model {MODEL_ID}"
+        return f"audio is always included for {model_id}"
+    if "model" in payload and payload["model"] != model_id:
+        return f"this endpoint only serves model {model_id}"
     return None
 
 
@@ -405,6 +452,8 @@ class VideoServiceSimulator:
         self._not_mp4 = b"NOT-MP4!" + random.Random(len(self._video)).randbytes(max(0, len(self._video) - 8))
 
         self.spend = 0
+        # Charged yen per model id, for tests that check each model's own price.
+        self.spend_by_model: dict[str, int] = {}
         self.creates_received = 0
         self.creates_accepted = 0
         self.status_requests = 0
@@ -432,7 +481,8 @@ class VideoServiceSimulator:
 
         self.app = web.Application(middlewares=[self._middleware])
         self.app[_SIMULATOR_KEY] = self
-        self.app.router.add_post(CREATE_PATH, self._handle_create)
+        for model in self.config.models:
+            self.app.router.add_post(model.create_path, self._handle_create)
         self.app.router.add_get(JOBS_PREFIX + "/{job_id}", self._handle_status, allow_head=False)
         self.app.router.add_get(JOBS_PREFIX + "/{job_id}/content", self._handle_download, allow_head=False)
         self.app.router.add_get(KEY_INFO_PATH, self._handle_key_info, allow_head=False)
@@ -552,7 +602,7 @@ class VideoServiceSimulator:
 
         Every field is read at request time except `seed`, `video_path` and `forced_job_ids`, which
         only take effect when the simulator is built (use `force_next_job_ids` instead)."""
-        fixed = sorted({"seed", "video_path", "forced_job_ids"} & changes.keys())
+        fixed = sorted({"seed", "video_path", "forced_job_ids", "extra_models"} & changes.keys())
         if fixed:
             raise ValueError(f"cannot change {', '.join(fixed)} on a built simulator")
         self.config = dataclasses.replace(self.config, **changes)
@@ -669,7 +719,8 @@ class VideoServiceSimulator:
             return _error_response(400, "request body is not valid JSON")
         if not isinstance(payload, dict):
             return _error_response(400, "request body must be a JSON object")
-        fixed_error = _fixed_field_error(payload)
+        model = self._model_at(request.path)
+        fixed_error = _fixed_field_error(payload, model.id)
         if fixed_error is not None:
             return _error_response(400, fixed_error)
 
@@ -681,18 +732,20 @@ class VideoServiceSimulator:
         seed: int | None = None
         if "seed" in payload:
             raw_seed = payload["seed"]
+            if not model.supports_seed:
+                return _error_response(400, f"{model.id} does not take a seed")
             if not isinstance(raw_seed, int) or isinstance(raw_seed, bool):
                 return _error_response(400, "seed must be an integer")
             seed = raw_seed
 
         # No await between the budget check and the charge, so concurrent creates cannot overspend.
-        price = self.config.price_yen
+        price = model.price_yen
         budget = self.config.max_budget
         if budget is not None and self.spend + price > budget:
             logger.info("create rejected: budget exceeded (spend %d, max %d)", self.spend, budget)
             return _error_response(400, "budget exceeded")
 
-        job = self._new_job(self._next_job_id(), prompt, seed)
+        job = self._new_job(self._next_job_id(), prompt, seed, model.id)
         existing = self.jobs.get(job.id)
         if existing is None:
             self.jobs[job.id] = job
@@ -700,11 +753,13 @@ class VideoServiceSimulator:
             # A duplicate id: charged again, but the job it names stays as it was.
             job = existing
         self.spend += price
+        self.spend_by_model[model.id] = self.spend_by_model.get(model.id, 0) + price
         self.creates_accepted += 1
         self.accepted_job_ids.append(job.id)
         logger.info(
-            "accepted job %s (%.1f s%s%s); spend %d/%s yen",
+            "accepted job %s of %s (%.1f s%s%s); spend %d/%s yen",
             _log_id(job.id),
+            model.id,
             job.duration,
             ", will fail" if job.will_fail else "",
             ", duplicate id" if existing is not None else "",
@@ -742,7 +797,11 @@ class VideoServiceSimulator:
             return base + job.poll_path, base + job.content_path
         return job.poll_path, job.content_path
 
-    def _new_job(self, job_id: str, prompt: str, seed: int | None) -> SimJob:
+    def _model_at(self, path: str) -> SimModel:
+        """The model whose create endpoint `path` is (only those paths are routed here)."""
+        return next(model for model in self.config.models if model.create_path == path)
+
+    def _new_job(self, job_id: str, prompt: str, seed: int | None, model_id: str = MODEL_ID) -> SimJob:
         cfg = self.config
         duration = cfg.job_seconds
         if cfg.job_seconds_max is not None:
@@ -757,6 +816,7 @@ class VideoServiceSimulator:
             created_at=time.monotonic(),
             duration=duration,
             will_fail=will_fail,
+            model=model_id,
         )
 
     async def _handle_status(self, request: web.Request) -> web.Response:

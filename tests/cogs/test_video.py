@@ -276,7 +276,9 @@ async def test_the_required_role_is_checked_against_the_member_roles(
         cog = VideoCog(stack.bot)
         await invoke(stack, cog.video, stack.interaction(cog.video, role_ids=[111]), prompt="a glacier")
 
-        assert refusal_reply(stack).content == "You need the <@&555> role to request videos. Nothing was spent."
+        assert refusal_reply(stack).content == (
+            "You need one of these roles to request videos: <@&555>. Nothing was spent."
+        )
         assert simulator.creates_received == 0
 
         stack.log.events.clear()

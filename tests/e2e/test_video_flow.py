@@ -204,7 +204,8 @@ async def test_commands_sync_only_when_changed_and_sync_forces_it(
     await bot.start("sync")
     assert await bot.wait_exit() == 0
     assert puts() == 2
-    assert {c["name"] for c in double.synced_commands[double.guild_id]} == {"video", "status", "balance"}
+    synced = {c["name"] for c in double.synced_commands[double.guild_id]}
+    assert synced == {"video", "status", "balance", "usage", "credit", "settings"}
 
 
 async def test_killed_while_sending_the_create_is_told_and_never_resent(

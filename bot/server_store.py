@@ -1,0 +1,193 @@
+"""What each server's admins set: settings, blocklist terms, member blocks, and the events they audit.
+
+It shares the job store's connection and write lock, so a settings change and the event that records
+it are written in one transaction, and a quota check sees the same database as the jobs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from bot.store import JobStore
+
+#: Settings history and log lines: what happened, never a prompt or a matched term.
+EventKind = str
+
+
+@dataclass(frozen=True)
+class StoredSetting:
+    value: Any
+    updated_at: float
+    updated_by: int
+
+
+@dataclass(frozen=True)
+class MemberRecord:
+    blocked: bool = False
+    quota_reset_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    guild_id: int
+    kind: EventKind
+    job_id: int | None
+    user_id: int | None
+    details: dict[str, Any]
+    created_at: float
+
+
+def _event(row: dict[str, Any]) -> Event:
+    details = json.loads(row["details"] or "{}")
+    return Event(
+        id=row["id"], guild_id=row["guild_id"], kind=row["kind"], job_id=row["job_id"], user_id=row["user_id"],
+        details=details if isinstance(details, dict) else {}, created_at=row["created_at"],
+    )
+
+
+class ServerStore:
+    def __init__(self, jobs: JobStore) -> None:
+        self._db = jobs
+
+    # -- settings -------------------------------------------------------------------------------
+
+    async def settings(self, guild_id: int) -> dict[str, StoredSetting]:
+        rows = await self._db.fetch_all(
+            "SELECT key, value, updated_at, updated_by FROM server_settings WHERE guild_id = ?", (guild_id,)
+        )
+        return {
+            row["key"]: StoredSetting(json.loads(row["value"]), row["updated_at"], row["updated_by"]) for row in rows
+        }
+
+    async def change_settings(
+        self, guild_id: int, by_user_id: int, changes: dict[str, tuple[Any, Any, bool]]
+    ) -> None:
+        """Write `{key: (old shown value, new value, reset to default?)}` and one event per change, atomically."""
+        now = self._db.now()
+        async with self._db.transaction():
+            for key, (old, new, reset) in changes.items():
+                if reset:
+                    await self._db.execute(
+                        "DELETE FROM server_settings WHERE guild_id = ? AND key = ?", (guild_id, key)
+                    )
+                else:
+                    await self._db.execute(
+                        """INSERT INTO server_settings (guild_id, key, value, updated_at, updated_by)
+                           VALUES (?, ?, ?, ?, ?)
+                           ON CONFLICT (guild_id, key) DO UPDATE SET value = excluded.value,
+                               updated_at = excluded.updated_at, updated_by = excluded.updated_by""",
+                        (guild_id, key, json.dumps(new), now, by_user_id),
+                    )
+                await self._add_event(
+                    guild_id, "setting", user_id=by_user_id,
+                    details={"key": key, "old": old, "new": None if reset else new, "default": reset},
+                )
+
+    # -- blocklist --------------------------------------------------------------------------------
+
+    async def blocklist(self, guild_id: int) -> list[str]:
+        rows = await self._db.fetch_all(
+            "SELECT term FROM blocklist WHERE guild_id = ? ORDER BY term", (guild_id,)
+        )
+        return [row["term"] for row in rows]
+
+    async def add_term(self, guild_id: int, term: str, by_user_id: int) -> bool:
+        """False when the term was already there. The event names no term: log lines never show one."""
+        async with self._db.transaction():
+            added = await self._db.execute(
+                "INSERT INTO blocklist (guild_id, term, added_by, added_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (guild_id, term) DO NOTHING",
+                (guild_id, term, by_user_id, self._db.now()),
+            )
+            if added:
+                await self._add_event(guild_id, "setting", user_id=by_user_id, details={"key": "blocklist_add"})
+        return bool(added)
+
+    async def remove_term(self, guild_id: int, term: str, by_user_id: int) -> bool:
+        async with self._db.transaction():
+            removed = await self._db.execute(
+                "DELETE FROM blocklist WHERE guild_id = ? AND term = ?", (guild_id, term)
+            )
+            if removed:
+                await self._add_event(
+                    guild_id, "setting", user_id=by_user_id, details={"key": "blocklist_remove"}
+                )
+        return bool(removed)
+
+    # -- members ----------------------------------------------------------------------------------
+
+    async def member(self, guild_id: int, user_id: int) -> MemberRecord:
+        row = await self._db.fetch_one(
+            "SELECT blocked_at, quota_reset_at FROM members WHERE guild_id = ? AND user_id = ?", (guild_id, user_id)
+        )
+        if row is None:
+            return MemberRecord()
+        return MemberRecord(blocked=row["blocked_at"] is not None, quota_reset_at=row["quota_reset_at"])
+
+    async def set_member(
+        self, guild_id: int, user_id: int, by_user_id: int, *, blocked: bool | None = None, reset_quota: bool = False
+    ) -> None:
+        now = self._db.now()
+        async with self._db.transaction():
+            await self._db.execute(
+                "INSERT INTO members (guild_id, user_id) VALUES (?, ?) ON CONFLICT (guild_id, user_id) DO NOTHING",
+                (guild_id, user_id),
+            )
+            if blocked is not None:
+                await self._db.execute(
+                    "UPDATE members SET blocked_at = ?, blocked_by = ? WHERE guild_id = ? AND user_id = ?",
+                    (now if blocked else None, by_user_id if blocked else None, guild_id, user_id),
+                )
+                action = "member_block" if blocked else "member_unblock"
+                await self._add_event(guild_id, "setting", user_id=by_user_id, details={"key": action,
+                                                                                        "member": user_id})
+            if reset_quota:
+                await self._db.execute(
+                    "UPDATE members SET quota_reset_at = ? WHERE guild_id = ? AND user_id = ?",
+                    (now, guild_id, user_id),
+                )
+                await self._add_event(
+                    guild_id, "setting", user_id=by_user_id, details={"key": "member_quota_reset", "member": user_id}
+                )
+
+    # -- events -----------------------------------------------------------------------------------
+
+    async def add_event(
+        self, guild_id: int, kind: EventKind, *, user_id: int | None = None, job_id: int | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        async with self._db.transaction():
+            await self._add_event(guild_id, kind, user_id=user_id, job_id=job_id, details=details)
+
+    async def _add_event(
+        self, guild_id: int, kind: EventKind, *, user_id: int | None = None, job_id: int | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        await self._db.execute(
+            "INSERT INTO events (guild_id, kind, job_id, user_id, details, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (guild_id, kind, job_id, user_id, json.dumps(details or {}), self._db.now()),
+        )
+
+    async def recent_events(self, guild_id: int, kind: EventKind, limit: int = 5) -> list[Event]:
+        rows = await self._db.fetch_all(
+            "SELECT * FROM events WHERE guild_id = ? AND kind = ? ORDER BY id DESC LIMIT ?", (guild_id, kind, limit)
+        )
+        return [_event(row) for row in rows]
+
+    async def unposted_events(self, limit: int = 50) -> list[Event]:
+        rows = await self._db.fetch_all(
+            "SELECT * FROM events WHERE posted_at IS NULL ORDER BY id LIMIT ?", (limit,)
+        )
+        return [_event(row) for row in rows]
+
+    async def mark_posted(self, event_ids: list[int]) -> None:
+        if not event_ids:
+            return
+        async with self._db.transaction():
+            marks = ", ".join("?" for _ in event_ids)
+            await self._db.execute(
+                f"UPDATE events SET posted_at = ? WHERE id IN ({marks})", (self._db.now(), *event_ids)
+            )
