@@ -70,15 +70,17 @@ def bench_settings(
     return read_settings(env)
 
 
+def make_pacer(settings: Settings, scale: TimeScale, burst: int | None = None) -> Pacer:
+    """The bot's pacer at the compressed rate (a burst is a count of requests: compressing time leaves it)."""
+    rate = settings.max_requests_per_second
+    return Pacer(scale.rate(rate), burst=burst if burst is not None else bot_burst(rate))
+
+
 def make_client(
-    settings: Settings, http: aiohttp.ClientSession, scale: TimeScale, *, paced: bool, burst: int | None = None
+    settings: Settings, http: aiohttp.ClientSession, scale: TimeScale, *, pacer: Pacer | None
 ) -> VideoServiceClient:
     """The bot's client with its production timeouts and retries compressed; paced like the bot does it."""
-    pacer = None
-    if paced:
-        rate = settings.max_requests_per_second
-        # A burst is a count of requests: compressing time leaves it as it is.
-        pacer = Pacer(scale.rate(rate), burst=burst if burst is not None else bot_burst(rate))
+    paced = pacer is not None
     return build_client(
         settings,
         http,
@@ -90,18 +92,23 @@ def make_client(
     )
 
 
-def make_worker(settings: Settings, scale: TimeScale, tuning: dict[str, float]) -> WorkerConfig:
-    """The worker's config from the settings, every duration compressed; `tuning` sets jitter or claim window."""
+def make_worker(settings: Settings, scale: TimeScale) -> WorkerConfig:
+    """The worker's config from the settings, every duration compressed."""
     # The settings' interval is already run time; the worker's production config is compressed as a whole.
-    config = scale.worker_config(worker_config(settings, poll_interval=POLL_INTERVAL_S, **tuning))
+    config = scale.worker_config(worker_config(settings, poll_interval=POLL_INTERVAL_S))
     assert config.poll_interval == settings.poll_interval_seconds
     return config
 
 
-async def submit(requests: VideoRequests, index: int) -> str | None:
-    """One /video through the bot's request path; returns the error, or None once accepted."""
+async def submit(requests: VideoRequests, index: int, at: float, accepted: dict[str, float]) -> str | None:
+    """One /video through the bot's request path at `at` (monotonic); returns the error, or None once accepted.
+
+    `accepted` gets the service's job id -> the moment the request was made, for request-to-post.
+    """
+    await asyncio.sleep(max(0.0, at - time.monotonic()))
+    requested = time.monotonic()
     try:
-        await requests.submit(
+        job = await requests.submit(
             NewJob(
                 model=DEFAULT_MODEL.id,
                 prompt=f"benchmark video {index}: a lighthouse at dawn, waves, gulls",
@@ -115,7 +122,34 @@ async def submit(requests: VideoRequests, index: int) -> str | None:
         return f"{type(exc).__name__}({exc.kind})"
     except BotError as exc:
         return type(exc).__name__
+    if job.service_job_id is not None:
+        accepted[job.service_job_id] = requested
     return None
+
+
+class StallMonitor:
+    """The event loop's worst stall: how late a short sleep wakes up, at most (run milliseconds)."""
+
+    TICK = 0.005
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._watch(), name="stall-monitor")
+
+    async def _watch(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(self.TICK)
+            self.worst = max(self.worst, time.monotonic() - before - self.TICK)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
 
 
 async def _settle(store: JobStore, seconds: float) -> None:
@@ -137,14 +171,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = bench_settings(
         args.base_url, workdir, scale, max_concurrency=args.max_concurrency, max_requests_per_second=args.pacer_rate
     )
-    paced = args.pacer_rate is not None
-    tuning = {name: getattr(args, name) for name in ("jitter", "claim_window") if getattr(args, name) is not None}
+    pacer = make_pacer(settings, scale, args.pacer_burst) if args.pacer_rate is not None else None
     sink = RecordingSink()
     services = await open_services(
         settings,
         sink,
-        client=lambda http: make_client(settings, http, scale, paced=paced, burst=args.pacer_burst),
-        worker=make_worker(settings, scale, tuning),
+        client=lambda http: make_client(settings, http, scale, pacer=pacer),
+        worker=make_worker(settings, scale),
+        pacer=pacer,
     )
 
     loop_task: asyncio.Task[None] | None = None
@@ -153,7 +187,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         # Submissions go through the bot's paced client; the naive loop polls with an unpaced one.
         naive = NaiveLoop(
             services.store,
-            make_client(settings, services.session, scale, paced=False),
+            make_client(settings, services.session, scale, pacer=None),
             sink,
             storage_dir=settings.video_storage_dir,
             interval=settings.poll_interval_seconds,
@@ -164,12 +198,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     peak_reset = memory.reset_peak()
     cpu_start = time.process_time()
     started = time.monotonic()
+    stalls = StallMonitor()
+    stalls.start()
     if naive is None:
         services.worker.start()
     else:
         loop_task = asyncio.create_task(naive.run(), name="naive-loop")
 
-    errors = await asyncio.gather(*(submit(services.requests, i) for i in range(args.jobs)))
+    # All at once, or a steady stream of `arrival_rate` production requests per second.
+    spacing = 1.0 / scale.rate(args.arrival_rate) if args.arrival_rate else 0.0
+    requested: dict[str, float] = {}
+    errors = await asyncio.gather(
+        *(submit(services.requests, i, started + i * spacing, requested) for i in range(args.jobs))
+    )
     accepted = sum(error is None for error in errors)
     sink.expect(accepted)
     timed_out = False
@@ -179,6 +220,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         timed_out = True
     finished = time.monotonic()
     cpu_s = time.process_time() - cpu_start
+    await stalls.stop()
     if not timed_out:
         await _settle(services.store, settings.poll_interval_seconds)
 
@@ -196,6 +238,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "accepted": accepted,
         "submit_errors": dict(Counter(error for error in errors if error is not None)),
         "deliveries": sink.received,
+        "requested": requested,
+        "worst_stall_ms": 1000 * stalls.worst,
         "duplicates": sink.duplicates,
         "announcements": dict(sink.announcements),
         "states": dict(states),
@@ -219,8 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pacer-rate", type=float, default=None, help="MAX_REQUESTS_PER_SECOND (production)")
     parser.add_argument("--pacer-burst", type=int, default=None, help="pacer burst (default: as the bot sets it)")
     parser.add_argument("--max-concurrency", type=int, default=8, help="MAX_CONCURRENT_POLLS")
-    parser.add_argument("--jitter", type=float, default=None, help="WorkerConfig.jitter (default: the worker's)")
-    parser.add_argument("--claim-window", type=float, default=None, help="WorkerConfig.claim_window")
+    parser.add_argument("--arrival-rate", type=float, default=None,
+                        help="requests per production second (default: all at once)")
     parser.add_argument("--timeout", type=float, required=True, help="give up after this many run seconds")
     parser.add_argument("--workdir", type=Path, required=True, help="database, videos and log")
     parser.add_argument("--out", type=Path, required=True, help="JSON result")

@@ -16,6 +16,16 @@ from bench.timescale import (
 )
 
 Loop = Literal["ours", "baseline"]
+Profile = Literal["uniform", "bimodal", "speedup"]
+
+#: The steady streams: this many requests per production second (about 240 in flight at 60-180 s).
+STREAM_PER_S = 2.0
+#: The bimodal profile's range: 70 % of jobs take 40-60 s, 30 % 150-180 s.
+BIMODAL_SECONDS = (40.0, 180.0)
+#: Pacing of the 10,000-job run: twice what 10,000 jobs polled every 20 s need, so it never binds.
+HUGE_PACER_PER_S = 1000.0
+#: The 10,000-job run is compressed less: at K = 10 its CPU alone would fill a core.
+HUGE_K = 2.0
 
 SMALL_VIDEO_BYTES = 100 * 1024
 LARGE_VIDEO_BYTES = 9 * 1024 * 1024
@@ -33,12 +43,17 @@ class Scenario:
     max_concurrency: int = 8
     job_seconds: tuple[float, float] = (JOB_SECONDS_MIN, JOB_SECONDS_MAX)
     video_bytes: int | None = None  # None: the simulator's sample MP4
+    arrival_rate: float | None = None  # requests per production second; None: all at once
+    profile: Profile = "uniform"
+    speedup_after: int = 0  # with profile "speedup": creates before the service gets twice as fast
+    k: float | None = None  # its own time compression (None: the suite's)
 
     def timeout_seconds(self) -> float:
         """Production seconds after which the run gives up: generous, it only guards against a hang."""
         rates = [rate for rate in (self.platform_limit, self.pacer_rate) if rate is not None]
         service_time = 4 * self.jobs / min(rates) if rates else 0.0
-        return self.job_seconds[1] + service_time + 10 * POLL_INTERVAL_S
+        arriving = self.jobs / self.arrival_rate if self.arrival_rate else 0.0
+        return self.job_seconds[1] + service_time + arriving + 10 * POLL_INTERVAL_S
 
 
 def standard(
@@ -48,16 +63,30 @@ def standard(
     max_requests_per_second: float | None = None,
     max_concurrency: int | None = None,
     pacer_burst: int | None = None,
+    stream: int = 600,
+    huge: int = 10_000,
 ) -> list[Scenario]:
-    """Ours and the baseline at `small` and `large` jobs, `large` under the binding limit, the download pair."""
+    """Ours and the baseline at `small` and `large` jobs, `large` under the binding limit, `stream` jobs
+    arriving steadily (the service twice as fast after half of them; bimodal durations), `huge` jobs at
+    once (0: left out), and the download pair."""
     limited_rate = max_requests_per_second or default_max_requests_per_second()
     concurrency = max_concurrency or default_max_concurrent_polls()
     runs: list[Scenario] = []
-    for group, jobs, limit, pacer in (
-        (str(small), small, None, UNBOUND_PACER_PER_S),
-        (str(large), large, None, UNBOUND_PACER_PER_S),
-        (f"{large}-limited", large, PLATFORM_LIMIT_PER_S, limited_rate),
-    ):
+    groups: list[tuple[str, int, float | None, float, dict[str, object]]] = [
+        (str(small), small, None, UNBOUND_PACER_PER_S, {}),
+        (str(large), large, None, UNBOUND_PACER_PER_S, {}),
+        (f"{large}-limited", large, PLATFORM_LIMIT_PER_S, limited_rate, {}),
+    ]
+    if stream:
+        groups += [
+            (f"stream-{stream}-speedup", stream, None, UNBOUND_PACER_PER_S,
+             {"arrival_rate": STREAM_PER_S, "profile": "speedup", "speedup_after": stream // 2}),
+            (f"stream-{stream}-bimodal", stream, None, UNBOUND_PACER_PER_S,
+             {"arrival_rate": STREAM_PER_S, "profile": "bimodal", "job_seconds": BIMODAL_SECONDS}),
+        ]  # fmt: skip
+    if huge:
+        groups.append((str(huge), huge, None, HUGE_PACER_PER_S, {"k": HUGE_K}))
+    for group, jobs, limit, pacer, extra in groups:
         for loop in ("ours", "baseline"):
             runs.append(
                 Scenario(
@@ -69,6 +98,7 @@ def standard(
                     pacer_rate=pacer,
                     pacer_burst=pacer_burst,
                     max_concurrency=concurrency,
+                    **extra,  # type: ignore[arg-type]
                 )
             )
     # Short jobs: only the download matters here.

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import signal
 import sys
 import time
@@ -35,7 +36,15 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from bot.models import BUILT_IN
-from bot.simulator.app import CREATE_PATH, JOBS_PREFIX, KEY_INFO_PATH, SimulatorConfig, VideoServiceSimulator
+from bot.simulator.app import (
+    CREATE_PATH,
+    JOBS_PREFIX,
+    KEY_INFO_PATH,
+    MODEL_ID,
+    SimJob,
+    SimulatorConfig,
+    VideoServiceSimulator,
+)
 from bot.simulator.app import logger as simulator_logger
 
 API_KEY = "sk-bench-simulator-key-0001"
@@ -111,6 +120,35 @@ class CompressedPlatform:
             self.seen_completed.setdefault(job_id, now)
 
 
+class ProfiledSimulator(VideoServiceSimulator):
+    """The simulator with the duration profiles of the scenarios.
+
+    `bimodal`: 70 % of jobs in [low, low + (high - low) / 6], 30 % in [high - (high - low) / 4, high]
+    (40-60 s and 150-180 s for 40-180 s). `speedup`: uniform in [low, high], then twice as fast from
+    the `speedup_after`-th create on.
+    """
+
+    def __init__(self, config: SimulatorConfig, profile: str, speedup_after: int) -> None:
+        super().__init__(config)
+        self.profile = profile
+        self.speedup_after = speedup_after
+        self._profile_rng = random.Random(config.seed + 1)
+        self.created = 0
+
+    def _new_job(self, job_id: str, prompt: str, seed: int | None, model_id: str = MODEL_ID) -> SimJob:
+        job = super()._new_job(job_id, prompt, seed, model_id)
+        self.created += 1
+        low, high = self.config.job_seconds, self.config.job_seconds_max or self.config.job_seconds
+        if self.profile == "bimodal":
+            if self._profile_rng.random() < 0.7:
+                job.duration = self._profile_rng.uniform(low, low + (high - low) / 7)
+            else:
+                job.duration = self._profile_rng.uniform(high - (high - low) * 30 / 140, high)
+        elif self.profile == "speedup" and self.created > self.speedup_after:
+            job.duration /= 2
+        return job
+
+
 def dump(simulator: VideoServiceSimulator, platform: CompressedPlatform, k: float) -> dict[str, Any]:
     return {
         "k": k,
@@ -124,11 +162,12 @@ def dump(simulator: VideoServiceSimulator, platform: CompressedPlatform, k: floa
                 "created_at": job.created_at,
                 "completed_at": job.completed_at,
                 "duration": job.duration,
+                "index": index,
                 "failed": job.will_fail,
                 "seen_completed_at": platform.seen_completed.get(job.id),
                 "downloaded_at": platform.downloaded.get(job.id),
             }
-            for job in simulator.jobs.values()
+            for index, job in enumerate(simulator.jobs.values())
         ],
     }
 
@@ -143,7 +182,7 @@ async def serve(args: argparse.Namespace) -> None:
         seed=args.seed,
         video_path=args.video,
     )
-    simulator = VideoServiceSimulator(config)
+    simulator = ProfiledSimulator(config, args.profile, args.speedup_after)
     platform = CompressedPlatform(simulator, k, args.rate_limit, args.latency_ms / 1000 / k)
     # Outermost, so requests refused by the platform never reach the simulator's handlers.
     simulator.app.middlewares.insert(0, platform.middleware)
@@ -169,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rate-limit", type=float, default=None, help="platform limit, production requests/s")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="answer delay, production milliseconds")
+    parser.add_argument("--profile", choices=("uniform", "bimodal", "speedup"), default="uniform")
+    parser.add_argument("--speedup-after", type=int, default=0, help="creates before the service gets 2x faster")
     parser.add_argument("--video", type=Path, default=None, help="file served for every download")
     parser.add_argument("--dump", type=Path, required=True, help="JSON file written on SIGTERM")
     args = parser.parse_args(argv)

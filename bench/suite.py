@@ -40,6 +40,8 @@ def run_scenario(
         "--k", str(scale.k),
         "--job-seconds", str(scenario.job_seconds[0]),
         "--job-seconds-max", str(scenario.job_seconds[1]),
+        "--profile", scenario.profile,
+        "--speedup-after", str(scenario.speedup_after),
         "--seed", str(seed),
         "--dump", str(dump),
         "--latency-ms", str(latency_ms),
@@ -68,6 +70,8 @@ def run_scenario(
         bot_cmd += ["--pacer-rate", str(scenario.pacer_rate)]
     if scenario.pacer_burst is not None:
         bot_cmd += ["--pacer-burst", str(scenario.pacer_burst)]
+    if scenario.arrival_rate is not None:
+        bot_cmd += ["--arrival-rate", str(scenario.arrival_rate)]
 
     simulator = subprocess.Popen(sim_cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -99,13 +103,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="delay of every answer, production ms (default: loopback only)")
     parser.add_argument("--only", default=None, help="comma-separated run names, e.g. ours-100,baseline-100")
     parser.add_argument("--seed", type=int, default=0, help="seed of the job durations (default %(default)s)")
+    parser.add_argument("--stream", type=int, default=600, help="jobs in the steady-stream runs (0: none)")
+    parser.add_argument("--huge", type=int, default=10_000, help="jobs in the largest run (0: none)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a short run for CI: K 20, 20 and 100 jobs, no streams, no 10,000-job run")
     parser.add_argument("--results", type=Path, default=RESULTS, help="output folder (default bench/results)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.k, args.small, args.large, args.stream, args.huge = 20.0, 20, 100, 0, 0
 
     scale = TimeScale(args.k)
     scenarios = standard(
         args.small, args.large, max_requests_per_second=args.max_requests_per_second,
-        max_concurrency=args.max_concurrency, pacer_burst=args.pacer_burst,
+        max_concurrency=args.max_concurrency, pacer_burst=args.pacer_burst, stream=args.stream, huge=args.huge,
     )
     if args.only:
         wanted = {name.strip() for name in args.only.split(",")}
@@ -116,19 +126,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         for scenario in scenarios:
-            run = run_scenario(scenario, scale, Path(tmp) / scenario.name, args.seed, args.latency_ms)
+            own = TimeScale(scenario.k) if scenario.k is not None else scale
+            run = run_scenario(scenario, own, Path(tmp) / scenario.name, args.seed, args.latency_ms)
             runs.append(run)
             print(
                 f"{run['name']:>22}: {run['delivered']}/{run['jobs']} delivered, status/job {run['status_per_job']} "
                 f"(floor {run['floor_per_job']}), 429s {run['responses_429']}, lag p50/p99 {run['lag_p50_s']}/"
-                f"{run['lag_p99_s']} s, peak RSS {run['peak_rss_mib']} MiB, CPU {run['cpu_ms_per_poll']} ms/poll "
+                f"{run['lag_p99_s']} s, peak RSS {run['peak_rss_mib']} MiB, CPU {run['cpu_ms_per_job']} ms/job "
+                f"{run['cpu_ms_per_poll']} ms/poll, stall {run['worst_stall_ms']} ms "
                 f"[{run['run_wall_s']:.1f} s]",
                 flush=True,
             )
     add_comparisons(runs)
     add_targets(runs, large=args.large)
     wall = time.monotonic() - started
-    markdown = render_markdown(runs, machine(), scale.k, wall)
+    command = " ".join(["python -m bench", *(sys.argv[1:] if argv is None else argv)])
+    markdown = render_markdown(runs, machine(), scale.k, wall, command=command)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "latest.json").write_text(json.dumps(runs, indent=2) + "\n")
     (args.results / "latest.md").write_text(markdown)

@@ -95,4 +95,5 @@ class TimeScale:
             sweep_interval=self.seconds(base.sweep_interval),
             sweep_grace=self.seconds(base.sweep_grace),
             idle_wake=self.seconds(base.idle_wake),
+            flush_interval=self.seconds(base.flush_interval),
         )

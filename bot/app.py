@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from bot.durations import DurationModel
 from bot.housekeeping import Chores, GuildLocale, Housekeeping, LinePoster
 from bot.metrics import Metrics, MetricsEndpoint, TimedDeliverer
 from bot.models import Catalogue, load_catalogue
@@ -84,6 +85,11 @@ class Services:
     owns_session: bool = True
     metrics: MetricsEndpoint | None = None
 
+    @property
+    def durations(self) -> DurationModel:
+        """The learned job durations (estimated ready times read them)."""
+        return self.worker.durations
+
     async def close(self) -> None:
         if self.metrics is not None:
             await self.metrics.close()
@@ -105,6 +111,7 @@ async def open_services(
     worker: WorkerConfig | None = None,
     on_accepted: Callable[[Job], None] | None = None,
     metrics: Metrics | None = None,
+    pacer: Pacer | None = None,
     catalogue: Catalogue | None = None,
     post_line: LinePoster | None = None,
     guild_locale: GuildLocale = lambda guild_id: None,
@@ -113,8 +120,10 @@ async def open_services(
     """Open the store, the session and the client, and wire the worker and request handling to them.
 
     With `settings.metrics_port` set, /metrics is served from `metrics` (a new one unless given; a `client`
-    factory wires its own observer to it). `catalogue` is the one the caller already read from these
-    settings (read here otherwise). `post_line` posts the servers' log lines (none are posted without it).
+    factory wires its own observer to it). `pacer`: the one a `client` factory paces with, so the worker
+    hands out polls only when it has a turn (built here from the settings without a factory).
+    `catalogue` is the one the caller already read from these settings (read here otherwise).
+    `post_line` posts the servers' log lines (none are posted without it).
     """
     if catalogue is None:
         catalogue = catalogue_of(settings)
@@ -127,10 +136,17 @@ async def open_services(
     http = session if session is not None else aiohttp.ClientSession()
     endpoint: MetricsEndpoint | None = None
     try:
-        service = client(http) if client is not None else build_client(settings, http, observer=metrics)
+        if client is not None:
+            service = client(http)
+        else:
+            pacer = service_pacer(settings.max_requests_per_second)
+            service = build_client(settings, http, pacer=pacer, observer=metrics)
         if metrics is not None:
             deliverer = TimedDeliverer(deliverer, metrics, clock)
-        job_worker = JobWorker(store, service, deliverer, worker or worker_config(settings), clock=clock)
+        config = worker or worker_config(settings)
+        # One model of job durations: the worker's poll schedule learns it; estimates read it.
+        durations = DurationModel.for_interval(config.poll_interval)
+        job_worker = JobWorker(store, service, deliverer, config, clock=clock, durations=durations, pacer=pacer)
 
         def accepted(job: Job) -> None:
             job_worker.wake(job)

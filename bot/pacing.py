@@ -14,13 +14,17 @@ class Pacer:
     first, so concurrent callers never race for the same moment.
     """
 
-    def __init__(self, rate: float, *, burst: int = 1, clock: Callable[[], float] = time.monotonic) -> None:
-        if rate <= 0 or burst < 1:
-            raise ValueError("rate must be above 0 and burst at least 1")
+    def __init__(
+        self, rate: float, *, burst: int = 1, turns: int = 1, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if rate <= 0 or burst < 1 or turns < 1:
+            raise ValueError("rate must be above 0, burst and turns at least 1")
         self._interval = 1.0 / rate
         self._tolerance = (burst - 1) * self._interval
         self._clock = clock
         self._theoretical_arrival = 0.0
+        self._turns = turns  # turns taken ahead of their request, outstanding at once
+        self._ahead: asyncio.Semaphore | None = None  # made on first use, inside the running loop
 
     @property
     def rate(self) -> float:
@@ -33,10 +37,58 @@ class Pacer:
         self._theoretical_arrival = arrival + self._interval
         return max(0.0, arrival - self._tolerance - now)
 
+    def ready_in(self) -> float:
+        """Seconds until a request reserved now could leave, without reserving anything."""
+        now = self._clock()
+        return max(0.0, max(self._theoretical_arrival, now) - self._tolerance - now)
+
     async def wait(self) -> None:
         delay = self.reserve()
         if delay > 0:
             await asyncio.sleep(delay)
+
+    async def take_turn(self) -> Turn:
+        """Wait for a slot for a request sent a moment later (after a write-ahead); release it once sent.
+
+        Its slot may pass during the write, and the request then goes out late. Only `ahead` turns are out
+        at a time, so late requests never come in a clump: measured in bench/, up to 80 creates went out
+        in one second at a 20/s pacing while writes queued, and drew 429s from a 25/s platform limit.
+        A turn that is never used frees itself when its task ends, and after TURN_EXPIRY_S at the latest.
+        """
+        if self._ahead is None:
+            self._ahead = asyncio.Semaphore(self._turns)
+        await self._ahead.acquire()
+        turn = Turn(self._ahead)
+        try:
+            await self.wait()
+        except BaseException:
+            turn.release()
+            raise
+        asyncio.get_running_loop().call_later(TURN_EXPIRY_S, turn.release)
+        task = asyncio.current_task()
+        if task is not None:
+            task.add_done_callback(lambda _task: turn.release())
+        return turn
+
+
+class Turn:
+    """A slot taken ahead of its request; `release` (once the request is sent) lets the next turn be taken."""
+
+    def __init__(self, gate: asyncio.Semaphore) -> None:
+        self._gate: asyncio.Semaphore | None = gate
+
+    @property
+    def released(self) -> bool:
+        return self._gate is None
+
+    def release(self) -> None:
+        if self._gate is not None:
+            self._gate.release()
+            self._gate = None
+
+
+#: Seconds after which a turn taken and never used is given back anyway (its task normally ends sooner).
+TURN_EXPIRY_S = 5.0
 
 
 #: The bot's requests go out strictly spaced: a burst on top of the configured rate is exactly what

@@ -572,6 +572,13 @@ class JobStore:
                 (key, value),
             )
 
+    async def meta_with_prefix(self, prefix: str) -> dict[str, str]:
+        """Every meta row whose key starts with `prefix` (compared exactly, not as a LIKE pattern)."""
+        async with self._db.execute(
+            "SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+        ) as cursor:
+            return {str(row[0]): str(row[1]) for row in await cursor.fetchall()}
+
     # -- reads --------------------------------------------------------------------------------
 
     async def get(self, job_id: int) -> Job:
@@ -603,6 +610,12 @@ class JobStore:
             f"SELECT MIN(next_poll_at) FROM jobs WHERE state IN ({_marks(POLLED_STATES)})", POLLED_STATES
         )
         return float(row[0]) if row and row[0] is not None else None
+
+    async def polled_jobs(self) -> list[Job]:
+        """Every job the worker polls, soonest planned poll first (read at start-up, not per poll)."""
+        return await self._jobs(
+            f"SELECT * FROM jobs WHERE state IN ({_marks(POLLED_STATES)}) ORDER BY next_poll_at, id", POLLED_STATES
+        )
 
     async def jobs_in_states(self, states: Iterable[JobState]) -> list[Job]:
         wanted = tuple(states)

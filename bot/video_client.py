@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import email.utils
 import errno
 import json
@@ -45,13 +46,15 @@ from bot.errors import (
 )
 from bot.models import DEFAULT_MODEL, VideoModel
 from bot.mp4 import check_mp4
-from bot.pacing import Pacer
+from bot.pacing import Pacer, Turn
 from bot.retry import CREATE_RETRY, NO_RETRY, READ_RETRY, RetryPolicy, retrying
 from bot.service_checks import safe_job_id, shown_id
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+#: The turn `take_turn` took for this task's next create (a task sends one create at a time).
+_TURN: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("create_turn", default=None)
 
 JOB_STATES = frozenset({"pending", "in_progress", "completed", "failed"})
 JOBS_PATH = "/gateway/videos/jobs"
@@ -272,7 +275,7 @@ class VideoServiceClient:
         that was never sent, not one whose outcome is unknown.
         """
         if self._pacer is not None:
-            await self._pacer.wait()
+            _TURN.set(await self._pacer.take_turn())
 
     async def create(
         self, prompt: str, seed: int | None = None, model: VideoModel = DEFAULT_MODEL, *, turn_taken: bool = False
@@ -291,7 +294,14 @@ class VideoServiceClient:
             nonlocal attempts
             attempts += 1
             # The first attempt's turn may have been taken already; a retry waits for a new one.
-            return await self._create_once(model, body, paced=not (turn_taken and attempts == 1))
+            paced = not (turn_taken and attempts == 1)
+            if not paced:
+                # Sent now: the next create may take its turn.
+                turn = _TURN.get()
+                if turn is not None:
+                    turn.release()
+                    _TURN.set(None)
+            return await self._create_once(model, body, paced=paced)
 
         return await self._retrying(self._create_retry, attempt, "create")
 

@@ -1,19 +1,22 @@
 """The background worker: poll accepted jobs, download finished videos at once, deliver them.
 
-Each job carries its own `next_poll_at`. The worker sleeps until the earliest one (or until a new
-job is recorded), claims the due jobs by moving their next slot forward before polling them, and
-polls them with bounded concurrency. A request that left late (it waited for a free slot or for
-the pacer) has its job's next slot counted from its answer, so it never brings the next one closer.
-Completed jobs are downloaded and delivered in tasks of their own, so a slow upload never holds
-up polling.
+The poll schedule (bot/schedule.py) is a heap in memory, planned from the learned job durations
+(bot/durations.py): a new job is first polled near the low end of its model's durations, then every
+interval. The worker sleeps until the earliest poll (or until a job is accepted) and sends the due
+polls with bounded concurrency, only when the pacer has a free turn, in priority order: polls inside
+a job's likely completion window before the rest (downloads wait in the pacer itself, so they go
+first). The next poll of a job counts from the last one's answer, so it never comes closer than the
+interval. Planned times reach the database in batches, for a restart. Completed jobs are downloaded
+and delivered in tasks of their own, so a slow upload never holds up polling.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
-import random
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ from typing import Protocol
 import aiohttp
 import discord
 
+from bot.durations import DurationModel
 from bot.errors import (
     BotError,
     InsufficientStorage,
@@ -33,10 +37,12 @@ from bot.errors import (
     ServiceUnreachable,
     VideoServiceError,
 )
-from bot.lifecycle import SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
+from bot.lifecycle import POLLED_STATES, SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
 from bot.logs import job_fields
 from bot.notices import Notice
+from bot.pacing import Pacer
 from bot.retry import DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY, RetryPolicy, retrying
+from bot.schedule import Plan, PollSchedule
 from bot.store import Job, JobState, JobStore, StoreUnavailable
 from bot.tasks import BackgroundTasks
 from bot.video_client import VideoServiceClient
@@ -89,10 +95,8 @@ class WorkerConfig:
     poll_interval: float = 20.0
     max_concurrency: int = 8
     keep_delivered_videos: bool = False
-    jitter: float = 0.05  # polls of one job are spaced by interval * (1 + up to 5 %)
-    # A due job may wait this share of the interval, so jobs due close together share one claim
-    # (one write transaction) instead of one each: at 1,000 jobs that is most of the loop's work.
-    claim_window: float = 0.025
+    # Planned poll times reach the database in one batch this often (a restart resumes from them).
+    flush_interval: float = 5.0
     slow_after: float = SLOW_AFTER_SECONDS
     give_up_after: float = STALLED_AFTER_SECONDS
     rate_limit_backoff: float = 10.0  # pause when a 429 carries no Retry-After
@@ -135,7 +139,10 @@ class JobWorker:
         *,
         clock: Callable[[], float] = time.time,
         on_cycle: Callable[[], None] = lambda: None,
+        durations: DurationModel | None = None,
+        pacer: Pacer | None = None,
     ) -> None:
+        """`durations`: the shared model of job durations; `pacer`: the client's, so polls wait their turn here."""
         self._store = store
         self._client = client
         self._deliverer = deliverer
@@ -143,7 +150,13 @@ class JobWorker:
         self._clock = clock
         self._on_cycle = on_cycle
         self._wakeup = asyncio.Event()
-        self._slots = asyncio.Semaphore(config.max_concurrency)
+        self.durations = durations if durations is not None else DurationModel.for_interval(config.poll_interval)
+        self._schedule = PollSchedule(self.durations, config.poll_interval)
+        self._pacer = pacer
+        self._ready: list[tuple[int, float, int, Plan]] = []  # due polls waiting for a slot or the pacer
+        self._in_flight = 0
+        self._rescan = True
+        self._flushed_at = -math.inf
         self._paused_until = 0.0
         self._main: asyncio.Task[None] | None = None
         self._background = BackgroundTasks(log)
@@ -168,9 +181,17 @@ class JobWorker:
             await asyncio.gather(self._main, return_exceptions=True)
         self._main = None
         await self._background.cancel_all()
+        try:
+            await self._flush(self._clock(), force=True)
+        except Exception:
+            log.exception("could not record the poll schedule while stopping; polls resume from the last one")
 
     def wake(self, job: Job | None = None) -> None:
-        """A job was recorded: re-plan the sleep."""
+        """A job was accepted (plan its first poll from its model's durations), or look for new ones."""
+        if job is not None and job.state in POLLED_STATES and job.id not in self._schedule:
+            self._schedule.add(job)
+        elif job is None:
+            self._rescan = True
         self._wakeup.set()
 
     # -- main loop -----------------------------------------------------------------------------
@@ -190,6 +211,7 @@ class JobWorker:
 
     async def resume(self) -> None:
         """After a restart: finish what was downloaded or completed; pending jobs are polled as they fall due."""
+        await self.durations.load(self._store)
         for job in await self._store.jobs_in_states((S.COMPLETED, S.DOWNLOADED)):
             self._spawn_finish(job)
         unfinished = await self._store.jobs_in_states((S.PENDING, S.IN_PROGRESS))
@@ -223,117 +245,152 @@ class JobWorker:
         return told
 
     async def _cycle(self) -> None:
+        # Cleared before the work, never in the sleep: a poll that ends meanwhile must wake the next sleep.
+        self._wakeup.clear()
         now = self._clock()
+        if self._rescan:
+            self._rescan = False
+            await self._adopt_unplanned()
+        await self._flush(now)
         if self._paused_until > now:
             await self._sleep(self._paused_until - now)
             return
-        # Taken before the read: the row of any job not being polled right now is read up to date.
-        busy = set(self._polling)
-        due = await self._store.due_jobs(now, limit=self._config.max_concurrency * 4)
-        if not due:
-            next_at = await self._store.next_poll_at()
-            if next_at is None:
-                delay = self._config.idle_wake
-            else:
-                window = self._config.poll_interval * self._config.claim_window
-                delay = min(self._config.idle_wake, next_at - now + window)
-            await self._sleep(delay)
+        for due, plan in self._schedule.pop_due(now):
+            # Inside the likely completion window first, then the rest; oldest due first within each.
+            rank = 0 if self._schedule.in_window(plan, now) else 1
+            heapq.heappush(self._ready, (rank, due, plan.job.id, plan))
+        # Dispatch only when a slot is free and the pacer would let a request leave now: what waits
+        # stays here in priority order, and downloads (which wait in the pacer itself) go first.
+        while self._ready and self._in_flight < self._config.max_concurrency:
+            wait = self._pacer.ready_in() if self._pacer is not None else 0.0
+            if wait > 0:
+                await self._sleep(wait)
+                return
+            _, _, job_id, plan = heapq.heappop(self._ready)
+            self._schedule.sending(plan, self._clock())
+            self._in_flight += 1
+            self._background.spawn(self._poll_in_slot(plan), f"poll-{job_id}")
+        if self._ready:
+            await self._sleep(self._config.idle_wake)  # a finished poll wakes the loop
             return
-        # Claim each slot before polling, so a job is never polled twice per interval. A job whose last
-        # poll is still out (a slow answer, a long wait for a free slot) only has its slot moved on:
-        # it is never polled twice at once.
-        slots = {job.id: self._next_slot(now) for job in due}
-        await self._store.schedule_polls(slots)
-        for job in due:
-            if job.id in busy:
-                continue
-            await self._slots.acquire()
-            self._polling.add(job.id)
-            self._background.spawn(self._poll_in_slot(job, slots[job.id]), f"poll-{job.id}")
+        next_at = self._schedule.next_due()
+        delay = self._config.idle_wake if next_at is None else min(self._config.idle_wake, next_at - now)
+        delay = min(delay, max(0.0, self._flushed_at + self._config.flush_interval - now))
+        await self._sleep(delay)
+
+    async def _adopt_unplanned(self) -> None:
+        """Jobs to poll that the schedule does not know yet (recorded by another path, or before a restart)."""
+        for job in await self._store.polled_jobs():
+            if job.id not in self._schedule and job.id not in self._polling:
+                self._schedule.add(job, job.next_poll_at if job.next_poll_at is not None else self._clock())
+
+    async def _flush(self, now: float, *, force: bool = False) -> None:
+        """Write the planned poll times (and what the durations model learned) in one batch."""
+        if not force and now < self._flushed_at + self._config.flush_interval:
+            return
+        self._flushed_at = now
+        changed = self._schedule.take_changed()
+        if changed:
+            await self._store.schedule_polls(changed)
+        await self._schedule.durations.save(self._store)
 
     async def _sleep(self, seconds: float) -> None:
-        self._wakeup.clear()
         if seconds <= 0:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wakeup.wait(), timeout=seconds)
 
-    def _next_slot(self, now: float) -> float:
-        return now + self._config.poll_interval * (1 + random.uniform(0, self._config.jitter))
-
     # -- polling -------------------------------------------------------------------------------
 
-    async def _poll_in_slot(self, job: Job, claimed: float) -> None:
+    async def _poll_in_slot(self, plan: Plan) -> None:
+        job_id = plan.job.id
+        self._polling.add(job_id)
+        released = False
+
+        def release() -> None:
+            # The slot bounds requests in flight: it is free once the answer is in, before the database work.
+            nonlocal released
+            if not released:
+                released = True
+                self._in_flight -= 1
+                self._wakeup.set()
+
         try:
-            await self.poll(job, claimed=claimed)
+            await self.poll(plan, on_answer=release)
+        except Exception:
+            # Its outcome was not recorded (the database failed): poll again one interval on, never sooner.
+            if job_id in self._schedule and plan.due == math.inf:
+                self._schedule.retry(plan, self._clock() + self._config.poll_interval)
+            raise
         finally:
-            self._polling.discard(job.id)
-            self._slots.release()
+            self._polling.discard(job_id)
+            release()
 
-    async def poll(self, job: Job, *, claimed: float | None = None) -> None:
-        """One status request for one job, and whatever it leads to.
-
-        `claimed` is the next slot already recorded for the job when this poll was planned.
-        """
+    async def poll(self, plan: Plan, *, on_answer: Callable[[], None] = lambda: None) -> None:
+        """One status request for one planned job, and whatever it leads to; `on_answer` once the reply is in."""
+        job = plan.job
         assert job.service_job_id is not None
         if self._paused_until > self._clock():
-            await self._store.update(job.id, next_poll_at=self._paused_until)
+            self._schedule.retry(plan, self._paused_until)
             return
         try:
-            remote = await self._client.get_job(job.service_job_id, retry=False)
+            try:
+                remote = await self._client.get_job(job.service_job_id, retry=False)
+            finally:
+                on_answer()
         except RateLimited as exc:
             # The limit is platform-wide: every poll waits, not just this one.
             pause = exc.retry_after if exc.retry_after is not None else self._config.rate_limit_backoff
             now = self._clock()
             self._paused_until = max(self._paused_until, now + pause)
-            await self._store.update(job.id, next_poll_at=max(self._paused_until, self._next_slot(now)))
+            self._schedule.retry(plan, max(self._paused_until, now + self._config.poll_interval))
             log.warning("status polling paused for %.1f s after a 429", pause)
             return
         except (ServerError, ServiceUnreachable, ProtocolError, Rejected) as exc:
             # Free to retry at the next slot. The job stays as it is.
             log.warning("polling %s (%s) failed: %s", job.reference, job.service_job_id, exc, extra=job_fields(job))
-            await self._store.update(job.id, last_error=str(exc), next_poll_at=self._next_slot(self._clock()))
-            await self._check_age(job)
+            self._schedule.retry(plan, self._clock() + self._config.poll_interval)
+            plan.job = job = await self._store.update(job.id, last_error=str(exc))
+            await self._check_age(plan)
             return
 
-        # The request may have waited for a free slot or for the pacer after its next slot was claimed.
-        # If that slot is now less than an interval away, the interval runs from the answer instead.
         if remote.ignored_paths and job.id not in self._told_paths:
             self._told_paths.add(job.id)
             log.warning("%s (%s): not following the paths the service sent: %s", job.reference,
                         job.service_job_id, ", ".join(remote.ignored_paths), extra=job_fields(job))
         answered = self._clock()
-        later: dict[str, float] = {}
-        if claimed is None or claimed - answered < self._config.poll_interval:
-            later["next_poll_at"] = self._next_slot(answered)
         if remote.status == "completed":
-            job = await self._store.transition(job.id, S.COMPLETED, finished_at=self._clock())
+            job = await self._store.transition(job.id, S.COMPLETED, finished_at=answered)
+            self._schedule.finished(plan, answered, completed=True)
             await self._show_progress(job)
             self._spawn_finish(job)
         elif remote.status == "failed":
             job = await self._store.transition(
-                job.id, S.FAILED, finished_at=self._clock(), last_error="the job failed at the video service"
+                job.id, S.FAILED, finished_at=answered, last_error="the job failed at the video service"
             )
+            self._schedule.finished(plan, answered, completed=False)
             log.warning("job %s (%s) failed at the service", job.reference, job.service_job_id, extra=job_fields(job))
             await self._finalize(job, "failed")
             await self._show_progress(job)
         else:
+            # The next slot counts from this answer: a request that waited never brings the next one closer.
+            due = self._schedule.running(plan, answered)
             if remote.status == "in_progress" and job.state == S.PENDING:
-                job = await self._store.transition(job.id, S.IN_PROGRESS, **later)
+                plan.job = job = await self._store.transition(job.id, S.IN_PROGRESS, next_poll_at=due)
                 await self._show_progress(job)
-            elif later:
-                await self._store.update(job.id, **later)
-            await self._check_age(job)
+            await self._check_age(plan)
 
-    async def _check_age(self, job: Job) -> None:
+    async def _check_age(self, plan: Plan) -> None:
+        job = plan.job
         age = self._clock() - (job.accepted_at or job.created_at)
         if age >= self._config.give_up_after:
             job = await self._store.transition(job.id, S.STALLED, last_error="no result after the time limit")
+            self._schedule.drop(job.id)
             log.warning("job %s (%s) stalled", job.reference, job.service_job_id, extra=job_fields(job))
             await self._finalize(job, "stalled")
             await self._show_progress(job)
         elif age >= self._config.slow_after and not job.slow_notice_sent:
-            await self._store.update(job.id, slow_notice_sent=1)
+            plan.job = job = await self._store.update(job.id, slow_notice_sent=1)
             await self._announce(job, "slow")
 
     # -- download and delivery -----------------------------------------------------------------

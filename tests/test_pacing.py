@@ -6,9 +6,13 @@ import asyncio
 import time
 from itertools import pairwise
 
+import aiohttp
 import pytest
 
 from bot.pacing import Pacer
+from bot.simulator import VideoServiceSimulator
+from bot.video_client import VideoServiceClient
+from tests.conftest import SIM_KEY
 
 
 class FakeClock:
@@ -91,3 +95,64 @@ async def test_concurrent_waiters_go_one_interval_apart() -> None:
     gaps = [later - earlier for earlier, later in pairwise(finished)]
     assert min(gaps) >= 0.04 - 0.005
     assert finished[-1] - started >= 4 * 0.04 - 0.005
+
+
+async def test_a_turn_taken_ahead_holds_the_next_one_until_its_request_is_sent() -> None:
+    pacer = Pacer(1000.0, burst=100, clock=FakeClock())  # the clock stands still, and every slot is free at once
+    holding = [asyncio.Event(), asyncio.Event()]
+    done = asyncio.Event()
+
+    async def caller(n: int) -> None:
+        turn = await pacer.take_turn()
+        holding[n].set()
+        await done.wait()  # the task lives on without sending
+        turn.release()
+
+    first = await pacer.take_turn()
+    second = asyncio.create_task(caller(0))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not holding[0].is_set(), "a second create must not get a turn while the first one's is still unused"
+    first.release()
+    first.release()  # a second release gives nothing back twice
+    await holding[0].wait()
+    third = asyncio.create_task(caller(1))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not holding[1].is_set(), "the double release above freed one turn only"
+    done.set()
+    await asyncio.gather(second, third)
+
+
+async def test_a_turn_never_used_is_given_back_when_its_task_ends() -> None:
+    pacer = Pacer(1000.0, clock=FakeClock())
+
+    async def take_and_fail() -> None:
+        await pacer.take_turn()
+        raise RuntimeError("the write-ahead failed: no create follows")
+
+    with pytest.raises(RuntimeError):
+        await asyncio.create_task(take_and_fail())
+    async with asyncio.timeout(1.0):
+        turn = await pacer.take_turn()
+    assert not turn.released, "a turn lives as long as the task that took it"
+    turn.release()
+
+
+async def test_the_client_gives_the_turn_back_as_it_sends_the_create(
+    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession
+) -> None:
+    pacer = Pacer(1000.0, burst=100, clock=FakeClock())
+    client = VideoServiceClient(http_session, simulator.base_url, SIM_KEY, pacer=pacer)
+    all_sent = asyncio.Event()
+
+    async def submit(prompt: str) -> None:
+        await client.take_turn()
+        await client.create(prompt, turn_taken=True)
+        if simulator.creates_received == 3:
+            all_sent.set()
+        await all_sent.wait()  # the task lives on, as a command's does: only the send can free the turn
+
+    async with asyncio.timeout(5.0):
+        await asyncio.gather(submit("one"), submit("two"), submit("three"))
+    assert simulator.creates_received == 3

@@ -1,0 +1,193 @@
+"""How long the service takes per model, learned from completed jobs: one model for the poller and ETAs.
+
+Two estimates per model, both cheap and both kept in the database (the `meta` table) so a restart
+keeps them:
+
+- the recent durations (a window of the last `window` completed jobs), for quantiles, the likely
+  completion window and an estimated ready time;
+- the first-poll offset, tracked directly: a job's first poll should find it complete only rarely
+  (`first_hit` of the time). Each first poll nudges the offset in log space, down when the job was
+  already complete, up when not (a stochastic-approximation quantile tracker). That is what notices a
+  service that got faster: the recorded durations of jobs complete at their first poll are only
+  bounded from above, so a window of them alone would never move below the old first poll.
+
+Before there is data, the prior stands in: the service says generation "normally takes 1 to 3
+minutes", clamped to 3 to 9 poll intervals so a short test interval starts polling in proportion.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+#: The service's own words: "Generation normally takes 1 to 3 minutes."
+PRIOR_SECONDS = (60.0, 180.0)
+#: In poll intervals at most, so a test or dry run with a short interval is not made to wait minutes.
+PRIOR_INTERVALS = (3.0, 9.0)
+_META_KEY = "durations:"
+#: A first poll sent this close to the offset (a moment of scheduling delay) still counts as at it.
+_SLACK = 1.02
+
+
+class MetaStore(Protocol):
+    """Where the model is kept (the job store's `meta` table)."""
+
+    async def get_meta(self, key: str) -> str | None: ...
+
+    async def set_meta(self, key: str, value: str) -> None: ...
+
+    async def meta_with_prefix(self, prefix: str) -> dict[str, str]: ...
+
+
+@dataclass
+class _Learned:
+    first_offset: float  # seconds after acceptance for a job's first poll
+    recent: deque[float] = field(default_factory=deque)  # arrival order, for eviction
+    ordered: list[float] = field(default_factory=list)  # the same values, sorted, for quantiles
+
+
+class DurationModel:
+    """Job durations per model (seconds from acceptance to completion).
+
+    `window`: how many recent durations the quantiles use. `first_hit`: the share of first polls that
+    may find the job already complete. `step`: how far one first poll moves the offset (in log space).
+    """
+
+    def __init__(
+        self,
+        prior: tuple[float, float] = PRIOR_SECONDS,
+        *,
+        window: int = 200,
+        first_hit: float = 0.05,
+        step: float = 0.06,
+        min_samples: int = 10,
+    ) -> None:
+        if not 0 < prior[0] <= prior[1]:
+            raise ValueError("the prior must be 0 < low <= high")
+        self.prior = prior
+        self._window = window
+        self._first_hit = first_hit
+        self._step = step
+        self._min_samples = min_samples
+        self._models: dict[str, _Learned] = {}
+        self.dirty = False
+
+    @classmethod
+    def for_interval(cls, poll_interval: float) -> DurationModel:
+        """The default prior, at most 3 to 9 poll intervals."""
+        low = min(PRIOR_SECONDS[0], PRIOR_INTERVALS[0] * poll_interval)
+        high = min(PRIOR_SECONDS[1], PRIOR_INTERVALS[1] * poll_interval)
+        return cls((low, high))
+
+    def _learned(self, model: str) -> _Learned:
+        learned = self._models.get(model)
+        if learned is None:
+            learned = self._models[model] = _Learned(first_offset=self.prior[0])
+        return learned
+
+    # -- learning -------------------------------------------------------------------------------
+
+    def record(self, model: str, duration: float) -> None:
+        """A completed job of `model` took `duration` seconds from acceptance."""
+        if not math.isfinite(duration) or duration < 0:
+            return
+        learned = self._learned(model)
+        learned.recent.append(duration)
+        bisect.insort(learned.ordered, duration)
+        if len(learned.recent) > self._window:
+            old = learned.recent.popleft()
+            del learned.ordered[bisect.bisect_left(learned.ordered, old)]
+        self.dirty = True
+
+    def first_poll_outcome(self, model: str, age: float, *, completed: bool) -> bool:
+        """A job's first poll, `age` seconds after acceptance, found it complete or not.
+
+        Only an outcome on the far side of the current offset says anything about it: complete at or
+        before it (the offset is too late), or still running at or after it (maybe too early).
+        Returns True when the offset moved earlier.
+        """
+        learned = self._learned(model)
+        if completed and age <= learned.first_offset * _SLACK:
+            learned.first_offset *= math.exp(-self._step * (1 - self._first_hit))
+            self.dirty = True
+            return True
+        if not completed and age >= learned.first_offset / _SLACK:
+            learned.first_offset *= math.exp(self._step * self._first_hit)
+            self.dirty = True
+        return False
+
+    # -- what it knows --------------------------------------------------------------------------
+
+    def samples(self, model: str) -> int:
+        learned = self._models.get(model)
+        return len(learned.ordered) if learned is not None else 0
+
+    def quantile(self, model: str, q: float) -> float:
+        """The `q` quantile of `model`'s recent durations (the prior, spread uniformly, before data)."""
+        q = min(1.0, max(0.0, q))
+        learned = self._models.get(model)
+        if learned is None or len(learned.ordered) < self._min_samples:
+            low, high = self.prior
+            return low + q * (high - low)
+        ordered = learned.ordered
+        position = (len(ordered) - 1) * q
+        below = math.floor(position)
+        above = min(below + 1, len(ordered) - 1)
+        return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+    def share_done_by(self, model: str, age: float) -> float | None:
+        """The share of recent jobs done within `age` seconds; None before there is enough data."""
+        learned = self._models.get(model)
+        if learned is None or len(learned.ordered) < self._min_samples:
+            return None
+        return bisect.bisect_right(learned.ordered, age) / len(learned.ordered)
+
+    def first_poll_after(self, model: str) -> float:
+        """Seconds after acceptance at which a new job of `model` is first worth polling."""
+        return self._learned(model).first_offset if model in self._models else self.prior[0]
+
+    def expected_ready_at(self, model: str, accepted_at: float) -> float:
+        """When a job of `model` accepted at `accepted_at` is most likely ready (the median)."""
+        return accepted_at + self.quantile(model, 0.5)
+
+    # -- persistence ----------------------------------------------------------------------------
+
+    def dumps(self) -> dict[str, str]:
+        """Each model's state as a `meta` value."""
+        return {
+            _META_KEY + model: json.dumps({"first_offset": learned.first_offset, "recent": list(learned.recent)})
+            for model, learned in self._models.items()
+        }
+
+    def loads(self, model: str, value: str) -> None:
+        data = json.loads(value)
+        learned = self._models[model] = _Learned(first_offset=float(data["first_offset"]))
+        for duration in data["recent"][-self._window:]:
+            learned.recent.append(float(duration))
+        learned.ordered = sorted(learned.recent)
+
+    async def save(self, store: MetaStore) -> None:
+        """Write what was learned since the last save (one small row per model)."""
+        if not self.dirty:
+            return
+        self.dirty = False
+        for key, value in self.dumps().items():
+            await store.set_meta(key, value)
+
+    async def load(self, store: MetaStore) -> None:
+        """Read what an earlier run learned, for every model it saw (the catalogue may have changed since);
+        a damaged row is ignored (the prior stands)."""
+        for key, value in (await store.meta_with_prefix(_META_KEY)).items():
+            model = key.removeprefix(_META_KEY)
+            try:
+                self.loads(model, value)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring the stored durations of %s: %s", model, exc)
+                self._models.pop(model, None)

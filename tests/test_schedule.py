@@ -1,0 +1,162 @@
+"""The poll schedule on a deterministic clock: first polls, spacing, speed-ups and priority."""
+
+from __future__ import annotations
+
+import random
+from itertools import pairwise
+from pathlib import Path
+
+from bot.durations import DurationModel
+from bot.schedule import Plan, PollSchedule
+from bot.store import Job, JobState, JobStore
+
+MODEL = "provider/video-model-2.0-fast"
+INTERVAL = 20.0
+
+
+def job(job_id: int, accepted_at: float) -> Job:
+    return Job(
+        id=job_id, state=JobState.PENDING, model=MODEL, prompt="p", seed=None, user_id=1, guild_id=1,
+        channel_id=1, locale="en-US", service_job_id=f"vid_{job_id}", charged_yen=250, created_at=accepted_at,
+        updated_at=accepted_at, accepted_at=accepted_at, finished_at=None, next_poll_at=None,
+        slow_notice_sent=False, file_path=None, upload_limit_bytes=None, interaction_token=None,
+        interaction_expires_at=None, reply_message_id=None, delivered_channel_id=None, delivered_message_id=None,
+        last_error=None,
+    )  # fmt: skip
+
+
+def simulate(
+    schedule: PollSchedule, durations: list[float], *, every: float, start: float = 0.0
+) -> tuple[dict[int, list[float]], dict[int, float], float]:
+    """Accept a job every `every` s with the given durations and poll as the worker would (no limit).
+
+    Returns each job's poll times, each job's lag (detected - done) and the time it ended.
+    """
+    polls: dict[int, list[float]] = {}
+    lags: dict[int, float] = {}
+    done_at: dict[int, float] = {}
+    arrivals = [(start + n * every, n, d) for n, d in enumerate(durations)]
+    now = start
+    while arrivals or len(schedule):
+        next_due = schedule.next_due()
+        next_arrival = arrivals[0][0] if arrivals else None
+        if next_arrival is not None and (next_due is None or next_arrival <= next_due):
+            now, n, duration = arrivals.pop(0)
+            schedule.add(job(n, now))
+            done_at[n] = now + duration
+            continue
+        assert next_due is not None
+        now = next_due
+        for _, plan in schedule.pop_due(now):
+            schedule.sending(plan, now)
+            n = plan.job.id
+            polls.setdefault(n, []).append(now)
+            if now >= done_at[n]:
+                lags[n] = now - done_at[n]
+                schedule.finished(plan, now, completed=True)
+            else:
+                schedule.running(plan, now)
+    return polls, lags, now
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[int(0.99 * (len(ordered) - 1))]
+
+
+def test_a_new_job_is_first_polled_at_the_low_end_of_its_models_durations() -> None:
+    durations = DurationModel((60.0, 180.0))
+    schedule = PollSchedule(durations, INTERVAL)
+    plan = schedule.add(job(1, 1000.0))
+    assert plan.due == 1060.0, "before any data: the prior's low end"
+    assert schedule.take_changed() == {1: 1060.0}, "the planned time is written down (in a batch)"
+    # Not a poll before then.
+    assert schedule.pop_due(1059.9) == []
+    assert [p.job.id for _, p in schedule.pop_due(1060.0)] == [1]
+
+
+def test_the_first_poll_follows_what_was_learned_and_polls_stay_an_interval_apart() -> None:
+    rng = random.Random(1)
+    schedule = PollSchedule(DurationModel((60.0, 180.0)), INTERVAL)
+    polls, lags, _ = simulate(schedule, [rng.uniform(90, 150) for _ in range(400)], every=2.0)
+
+    late = [times for n, times in polls.items() if n >= 200]
+    first_ages = [times[0] - 2.0 * n for n, times in polls.items() if n >= 200]
+    # Durations of 90-150 s: the first poll moves up from the prior's 60 s (slowly: a first poll too early
+    # costs a request, one too late costs lag) and never past the shortest duration.
+    assert min(first_ages) >= 65 and max(first_ages) <= 90, (min(first_ages), max(first_ages))
+    spacing = min(b - a for times in polls.values() for a, b in pairwise(times))
+    assert spacing >= INTERVAL
+    assert max(lags.values()) <= INTERVAL + 1e-9
+    # About one poll per interval of the window after the first, not one per interval of the whole duration.
+    assert sum(len(times) for times in late) / len(late) <= 5.0
+
+
+def test_a_faster_service_is_noticed_within_a_few_dozen_jobs() -> None:
+    rng = random.Random(2)
+    schedule = PollSchedule(DurationModel((60.0, 180.0)), INTERVAL)
+    before = [rng.uniform(60, 180) for _ in range(300)]
+    after = [rng.uniform(30, 90) for _ in range(300)]
+    _, lags, _ = simulate(schedule, before + after, every=0.5)
+
+    switched = sorted(range(300, 600), key=lambda n: 0.5 * n + after[n - 300])
+    recovered = [lags[n] for n in switched[50:]]
+    assert p99(recovered) <= 1.03 * INTERVAL, p99(recovered)
+    assert schedule.durations.first_poll_after(MODEL) < 40
+
+
+def test_no_polls_where_no_job_finishes() -> None:
+    rng = random.Random(3)
+    schedule = PollSchedule(DurationModel((60.0, 180.0)), INTERVAL)
+    durations = [rng.uniform(40, 60) if rng.random() < 0.7 else rng.uniform(150, 180) for _ in range(600)]
+    polls, lags, _ = simulate(schedule, durations, every=1.0)
+
+    ages = [t - 1.0 * n for n, times in polls.items() if n >= 300 for t in times]
+    # The gap is 60-150 s; the recorded durations put the next mode's edge up to an interval early.
+    in_gap = [age for age in ages if 80 < age < 150 - INTERVAL]
+    assert len(in_gap) <= 0.01 * len(ages), len(in_gap)
+    assert p99([lags[n] for n in range(300, 600)]) <= 1.03 * INTERVAL
+
+
+def test_inside_the_likely_window_comes_first() -> None:
+    durations = DurationModel((60.0, 180.0))
+    schedule = PollSchedule(durations, INTERVAL)
+    early = Plan(job(1, 1000.0), 1000.0, 0.0)
+    inside = Plan(job(2, 1000.0 - 100), 900.0, 0.0)
+    beyond = Plan(job(3, 1000.0 - 400), 600.0, 0.0)
+    assert schedule.in_window(inside, 1000.0)
+    assert not schedule.in_window(beyond, 1000.0)
+    assert not schedule.in_window(early, 1000.0)
+
+
+def test_the_first_poll_offset_is_kept_with_the_durations() -> None:
+    learned = DurationModel((60.0, 180.0))
+    for _ in range(30):
+        learned.first_poll_outcome(MODEL, 60.0, completed=True)
+    for n in range(20):
+        learned.record(MODEL, 30.0 + n)
+    again = DurationModel((60.0, 180.0))
+    for key, value in learned.dumps().items():
+        again.loads(key.removeprefix("durations:"), value)
+    assert again.first_poll_after(MODEL) == learned.first_poll_after(MODEL) < 60.0
+    assert again.quantile(MODEL, 0.5) == learned.quantile(MODEL, 0.5) == 39.5
+    assert again.expected_ready_at(MODEL, 100.0) == 139.5
+
+
+async def test_the_durations_of_every_model_survive_a_restart_through_the_store(tmp_path: Path) -> None:
+    # Models come from a catalogue file that may change between runs: whatever was saved is read back.
+    store = await JobStore.open(tmp_path / "jobs.sqlite3")
+    try:
+        learned = DurationModel((60.0, 180.0))
+        for n in range(20):
+            learned.record(MODEL, 30.0 + n)
+            learned.record("other/model", 100.0 + n)
+        await learned.save(store)
+        await store.set_meta("durations_x", "not one of ours")  # a key that merely shares the letters
+        again = DurationModel((60.0, 180.0))
+        await again.load(store)
+    finally:
+        await store.close()
+    assert again.quantile(MODEL, 0.5) == 39.5
+    assert again.quantile("other/model", 0.5) == 109.5
+    assert again.expected_ready_at("other/model", 0.0) == 109.5
