@@ -17,7 +17,10 @@ MAX_TERMS = 500
 
 
 def normalize(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
+    """NFKC, case-folded, without invisible format characters (zero-width spaces), whitespace runs as one space."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    visible = "".join(char for char in folded if unicodedata.category(char) != "Cf")
+    return " ".join(visible.split())
 
 
 def clean_term(term: str) -> str:

@@ -37,6 +37,7 @@ class Chores:
     budget_check_seconds: float = 300.0  # /key/info is read at most this often for alerts
     retention_check_seconds: float = 3600.0
     give_up_posting_after: float = 3600.0  # a log line Discord keeps refusing is dropped after this
+    closed_channel_seconds: float = 600.0  # after a 403/404, the channel's lines are dropped this long
 
 
 class Housekeeping:
@@ -63,6 +64,7 @@ class Housekeeping:
         self._task: asyncio.Task[None] | None = None
         self._last_budget_check = float("-inf")
         self._last_retention = float("-inf")
+        self._closed_until: dict[int, float] = {}
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -101,25 +103,36 @@ class Housekeeping:
     # -- the chores ---------------------------------------------------------------------------------
 
     async def post_events(self, limit: int = 50) -> int:
-        """Post waiting events to their servers' log channels, oldest first; returns how many were posted."""
+        """Post waiting events to their servers' log channels, in order per server; returns how many were posted.
+
+        A channel Discord cannot take a line for right now holds back only its own server's lines; one
+        that refuses the bot (gone, or no access) gets none for a while, so a flood costs one refusal.
+        """
         posted = 0
+        held: set[int] = set()
+        now = self._clock()
         for event in await self._rules.store.unposted_events(limit):
+            if event.guild_id in held:
+                continue
             server = await self._rules.effective(event.guild_id)
-            if server.log_channel_id is None:
+            channel = server.log_channel_id
+            if channel is None or self._closed_until.get(channel, 0.0) > now:
                 await self._rules.store.mark_posted([event.id])
                 continue
             language = server.language or self._guild_locale(event.guild_id) or "en"
             try:
-                await self._post(server.log_channel_id, event_line(event, language))
+                await self._post(channel, event_line(event, language))
             except (discord.Forbidden, discord.NotFound):
-                # The channel is gone or closed to the bot: the admins see it in /settings show; no retry helps.
-                log.warning("server %s: cannot post to log channel %s; event %s dropped", event.guild_id,
-                            server.log_channel_id, event.id)
+                # No retry helps; the admins can pick another channel with /settings log_channel.
+                log.warning("server %s: cannot post to log channel %s; its lines are dropped for %.0f s",
+                            event.guild_id, channel, self._chores.closed_channel_seconds)
+                self._closed_until[channel] = now + self._chores.closed_channel_seconds
             except (discord.HTTPException, OSError) as exc:
-                if self._clock() - event.created_at < self._chores.give_up_posting_after:
+                if now - event.created_at < self._chores.give_up_posting_after:
                     log.warning("server %s: log channel unavailable (%s); retrying next round", event.guild_id,
                                 type(exc).__name__)
-                    return posted  # keep the order: later events wait for this one
+                    held.add(event.guild_id)  # keep this server's order: its later lines wait for this one
+                    continue
                 log.warning("server %s: event %s dropped after an hour of failures", event.guild_id, event.id)
             else:
                 posted += 1
@@ -136,6 +149,8 @@ class Housekeeping:
         for guild_id, threshold in thresholds.items():
             if not isinstance(threshold, int) or isinstance(threshold, bool):
                 continue
+            if (await self._rules.effective(guild_id)).log_channel_id is None:
+                continue  # nowhere to say it: alert once a log channel is set
             key = BUDGET_ALERT_KEY.format(guild_id=guild_id)
             alerted = await self._store.get_meta(key) is not None
             low = left is not None and left < threshold
@@ -152,6 +167,14 @@ class Housekeeping:
         if erased:
             log.info("erased the prompts of %d requests finished more than %d days ago", erased,
                      self._settings.prompt_retention_days)
+        return erased
+
+    async def forget_servers_left(self, present: set[int]) -> int:
+        """At start-up: erase the prompts of servers the bot was removed from while it was not running."""
+        erased = 0
+        for guild_id in await self._store.guilds_with_prompts():
+            if guild_id not in present:
+                erased += await self.forget_server(guild_id)
         return erased
 
     async def forget_server(self, guild_id: int) -> int:

@@ -41,7 +41,10 @@ class Event:
 
 
 def _event(row: dict[str, Any]) -> Event:
-    details = json.loads(row["details"] or "{}")
+    try:
+        details = json.loads(row["details"] or "{}")
+    except ValueError:
+        details = {}  # a damaged row still posts its kind and ids, never stops the others
     return Event(
         id=row["id"], guild_id=row["guild_id"], kind=row["kind"], job_id=row["job_id"], user_id=row["user_id"],
         details=details if isinstance(details, dict) else {}, created_at=row["created_at"],
@@ -180,6 +183,15 @@ class ServerStore:
             "INSERT INTO events (guild_id, kind, job_id, user_id, details, created_at) VALUES (?, ?, ?, ?, ?, ?)",
             (guild_id, kind, job_id, user_id, json.dumps(details or {}), self._db.now()),
         )
+
+    async def recent_refusal(self, guild_id: int, user_id: int, code: str, since: float) -> bool:
+        """Whether this member's refusal for `code` was already logged since `since` (a flood is logged once)."""
+        row = await self._db.fetch_one(
+            "SELECT 1 FROM events WHERE guild_id = ? AND kind = 'refused' AND user_id = ? AND created_at >= ? "
+            "AND details = ? LIMIT 1",
+            (guild_id, user_id, since, json.dumps({"code": code})),
+        )
+        return row is not None
 
     async def recent_events(self, guild_id: int, kind: EventKind, limit: int = 5) -> list[Event]:
         rows = await self._db.fetch_all(

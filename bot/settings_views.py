@@ -88,10 +88,13 @@ def change_line(event: Event, locale: str) -> str:
     who = f"<@{int(event.user_id or 0)}>"
     when = f"<t:{int(event.created_at)}:R>"
     if key in SETTING_KEYS:
-        new = t(locale, "settings.source.default") if details.get("default") else setting_value(
-            key, _from_json(key, details.get("new")), locale)
-        return t(locale, "log.setting", who=who, when=when, name=setting_name(key, locale),
-                 old=setting_value(key, _from_json(key, details.get("old")), locale), new=new)
+        try:
+            new = t(locale, "settings.source.default") if details.get("default") else setting_value(
+                key, _from_json(key, details.get("new")), locale)
+            old = setting_value(key, _from_json(key, details.get("old")), locale)
+        except (TypeError, ValueError):
+            new = old = "?"  # a damaged row: the change is still listed
+        return t(locale, "log.setting", who=who, when=when, name=setting_name(key, locale), old=old, new=new)
     member = details.get("member")
     return t(locale, f"log.{key}" if key in _ADMIN_ACTIONS else "log.other", who=who, when=when,
              member=f"<@{int(member)}>" if isinstance(member, int) else "")
@@ -106,6 +109,11 @@ def _from_json(key: SettingKey, value: Any) -> Any:
     return value
 
 
+def _whole(value: object) -> int:
+    """An amount read back from an event row: a damaged one shows as 0 rather than stopping the log."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def event_line(event: Event, locale: str) -> str:
     """One log-channel line: ids, amounts and reason codes; never a prompt or a matched term."""
     details = event.details
@@ -115,12 +123,12 @@ def event_line(event: Event, locale: str) -> str:
         "ref": f"#{int(event.job_id)}" if event.job_id is not None else "",
         "user": f"<@{int(event.user_id or 0)}>",
         "job_id": inline_code(str(details.get("service_job_id") or "-")),
-        "amount": yen(int(details.get("yen") or 0), locale),
+        "amount": yen(_whole(details.get("yen")), locale),
         "code": inline_code(str(details.get("code") or details.get("state") or "-"), 40),
     }
     if event.kind == "budget_low":
-        params["left"] = yen(int(details.get("left") or 0), locale)
-        params["threshold"] = yen(int(details.get("threshold") or 0), locale)
+        params["left"] = yen(_whole(details.get("left")), locale)
+        params["threshold"] = yen(_whole(details.get("threshold")), locale)
     if event.kind not in _JOB_EVENTS:
         return fit_content(t(locale, "log.other", who=params["user"], when="", member=""))
     key = f"log.{event.kind}"

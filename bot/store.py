@@ -548,14 +548,23 @@ class JobStore:
         where = ["prompt != ''", "state != ?"]
         params: list[Any] = [S.RECEIVED]
         if finished_before is not None:
-            where.append(f"updated_at < ? AND state IN ({_marks(tuple(FINAL_STATES))})")
-            params += [finished_before, *FINAL_STATES]
+            # Undeliverable is not final (/status may still hand the file over), but it is finished with.
+            finished = (*FINAL_STATES, S.UNDELIVERABLE)
+            where.append(f"updated_at < ? AND state IN ({_marks(finished)})")
+            params += [finished_before, *finished]
         if guild_id is not None:
             where.append("guild_id = ?")
             params.append(guild_id)
         async with self._write():
             cursor = await self._db.execute(f"UPDATE jobs SET prompt = '' WHERE {' AND '.join(where)}", params)
             return int(cursor.rowcount)
+
+    async def guilds_with_prompts(self) -> list[int]:
+        """The servers whose requests still hold a prompt."""
+        async with self._db.execute(
+            "SELECT DISTINCT guild_id FROM jobs WHERE prompt != '' AND guild_id IS NOT NULL"
+        ) as cursor:
+            return [int(row[0]) for row in await cursor.fetchall()]
 
     async def get_meta(self, key: str) -> str | None:
         row = await self._one("SELECT value FROM meta WHERE key = ?", (key,))

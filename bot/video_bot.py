@@ -82,11 +82,15 @@ class VideoBot(commands.Bot):
         log.info("connected as %s (%s) to %d servers", self.user, self.application_id, len(self.guilds))
         if not self.worker.running:
             self.worker.start()
-        self.services.housekeeping.start()
-        for guild in list(self.guilds):
-            await self.leave_if_unlisted(guild)
         if self.settings.heartbeat_path is not None and not self.heartbeat.is_running():
             self.heartbeat.start()
+        self.services.housekeeping.start()
+        for guild in list(self.guilds):
+            try:
+                await self.leave_if_unlisted(guild)
+            except discord.HTTPException as exc:
+                log.warning("could not leave unlisted server %s: %s", guild.id, exc)
+        await self.services.housekeeping.forget_servers_left({guild.id for guild in self.guilds})
 
     async def close(self) -> None:
         """Stop the worker, then the cogs and the gateway, then the HTTP session and the database."""

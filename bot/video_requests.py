@@ -122,11 +122,17 @@ class VideoRequests:
                 guardrails.admission(server, member, self._clock(), price),
             )
         except AdmissionRefused as refusal:
-            if request.guild_id is not None and refusal.code in LOGGED_REFUSALS:
-                await self.rules.store.add_event(
-                    request.guild_id, "refused", user_id=request.user_id, details={"code": refusal.code}
-                )
+            await self._log_refusal(request, refusal)
             raise
+
+    async def _log_refusal(self, request: NewJob, refusal: AdmissionRefused) -> None:
+        """One log line per member, reason and minute: a member who keeps trying cannot flood the channel."""
+        if request.guild_id is None or refusal.code not in LOGGED_REFUSALS:
+            return
+        store = self.rules.store
+        if await store.recent_refusal(request.guild_id, request.user_id, refusal.code, self._clock() - 60):
+            return
+        await store.add_event(request.guild_id, "refused", user_id=request.user_id, details={"code": refusal.code})
 
     async def paused(self) -> bool:
         return await self._store.get_meta(PAUSE_KEY) is not None

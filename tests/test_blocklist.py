@@ -29,3 +29,9 @@ def test_terms_are_stored_normalized_and_empty_ones_refused() -> None:
             clean_term(bad)
     with pytest.raises(InvalidRequest):
         clean_term("x" * (MAX_TERM_CHARS + 1))
+
+
+def test_invisible_characters_and_extra_spaces_do_not_dodge_a_term() -> None:
+    term = clean_term("dragon fire")
+    assert blocked_term("a dra\u200bgon   fire", [term]) is not None
+    assert blocked_term("a dragon\u2060 fire", [term]) is not None

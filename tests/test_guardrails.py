@@ -351,3 +351,20 @@ async def test_a_host_pause_refuses_video_everywhere_until_resumed(
     await requests.submit(request())
     assert simulator.creates_received == 1
     await store.close()
+
+
+async def test_a_member_who_keeps_trying_is_logged_once_a_minute(
+    tmp_path: Path, sim_client: VideoServiceClient, simulator: VideoServiceSimulator
+) -> None:
+    clock = Clock(1_800_000_000.0)
+    requests, store = await make_requests(tmp_path, sim_client, clock)
+    await requests.rules.store.set_member(10, 1, 900, blocked=True)
+    for _ in range(5):
+        with pytest.raises(AdmissionRefused):
+            await requests.submit(request())
+    assert len(await requests.rules.store.recent_events(10, "refused")) == 1
+    clock.now += 61
+    with pytest.raises(AdmissionRefused):
+        await requests.submit(request())
+    assert len(await requests.rules.store.recent_events(10, "refused")) == 2
+    await store.close()

@@ -158,3 +158,25 @@ async def test_old_prompts_and_a_left_servers_prompts_are_erased_but_the_ledger_
     assert (await store.get(other)).prompt == ""
     assert (await store.get(waiting.id)).prompt == "about to be sent"  # not yet sent: kept for its create
     assert await store.ledger() == (3, 750)
+
+
+async def test_one_servers_failing_channel_holds_back_only_that_servers_lines(parts: Parts) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    await rules.change(11, 900, {"log_channel_id": 501})
+    poster.refuse = http_error(503)  # the first line, server 10's
+    assert await chores.post_events() == 1  # server 11's line went out
+    assert [channel for channel, _ in poster.lines] == [501]
+    assert await chores.post_events() == 1
+    assert [channel for channel, _ in poster.lines] == [501, LOG]
+
+
+async def test_a_damaged_event_row_is_still_posted_and_stops_nothing(parts: Parts) -> None:
+    store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    await rules.store.add_event(GUILD, "failed", user_id=2, job_id=7, details={"yen": "lots"})
+    async with store.transaction():
+        await store.execute("UPDATE events SET details = '{bad' WHERE kind = 'failed'")
+    await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "blocklist"})
+    assert await chores.post_events() == 3
+    assert "#7" in poster.lines[1][1] and "¥0" in poster.lines[1][1]
