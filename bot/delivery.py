@@ -11,6 +11,7 @@ import discord
 from discord.abc import Messageable
 
 from bot import transcode, views
+from bot.buttons import video_buttons
 from bot.logs import job_fields
 from bot.models import Catalogue
 from bot.notices import Notice
@@ -98,6 +99,8 @@ class DiscordDelivery:
             "file": discord.File(upload, filename=f"video-{job.id}.mp4"),
             "allowed_mentions": views.requester_only(job),
             "nonce": nonce_for(job),
+            # Re-roll and Delete: persistent, they carry this job's id and resolve from the database.
+            "view": video_buttons(job),
         }
 
     async def announce(self, job: Job, event: Notice, *, via_interaction: bool = False) -> None:

@@ -23,6 +23,7 @@ class JobState(StrEnum):
     UNKNOWN = "unknown"
     INTERRUPTED = "interrupted"  # the bot stopped before sending: nothing spent
     UNDELIVERABLE = "undeliverable"
+    CANCELLED = "cancelled"  # its requester cancelled it before it was sent: nothing spent
 
 
 S = JobState
@@ -33,8 +34,9 @@ STALLED_AFTER_SECONDS = 6 * 3600
 
 #: Every legal move, in one place. Anything else raises IllegalTransition.
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    # rejected: the budget cannot pay for it; interrupted: found here after a restart.
-    S.RECEIVED: frozenset({S.SUBMITTING, S.REJECTED, S.INTERRUPTED}),
+    # rejected: the budget cannot pay for it; interrupted: found here after a restart; cancelled: by its
+    # requester while it waited for the bot's pacing turn (once `submitting`, it may be on its way: no cancel).
+    S.RECEIVED: frozenset({S.SUBMITTING, S.REJECTED, S.INTERRUPTED, S.CANCELLED}),
     # failed: accepted and charged, but the service's job id is unusable or already held by another request.
     S.SUBMITTING: frozenset({S.PENDING, S.REJECTED, S.UNKNOWN, S.FAILED}),
     S.PENDING: frozenset({S.IN_PROGRESS, S.COMPLETED, S.FAILED, S.STALLED}),
@@ -50,6 +52,7 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     S.REJECTED: frozenset(),
     S.UNKNOWN: frozenset(),
     S.INTERRUPTED: frozenset(),
+    S.CANCELLED: frozenset(),
 }
 
 #: States the worker polls at the service.

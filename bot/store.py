@@ -47,6 +47,10 @@ __all__ = [
     "JobState",
     "JobStore",
     "NewJob",
+    "NewOffer",
+    "Offer",
+    "OfferKind",
+    "OfferOutcome",
     "SpendCap",
     "StoreUnavailable",
 ]
@@ -199,6 +203,39 @@ class Admission:
     max_active_jobs: int | None = None
     caps: tuple[SpendCap, ...] = ()
     price_yen: int = 0
+
+
+OfferKind = Literal["reroll", "confirm"]
+OfferOutcome = Literal["used", "cancelled", "expired"]
+
+
+@dataclass(frozen=True)
+class NewOffer:
+    """A button that spends money, waiting for its click: a re-roll of `source_job_id`, or a pending /video."""
+
+    kind: OfferKind
+    user_id: int
+    guild_id: int | None
+    channel_id: int
+    locale: str
+    expires_at: float
+    model: str = ""
+    prompt: str = ""
+    seed: int | None = None
+    source_job_id: int | None = None
+    upload_limit_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Offer(NewOffer):
+    id: int = 0
+    created_at: float = 0.0
+    used_at: float | None = None
+    outcome: OfferOutcome | None = None
+    job_id: int | None = None
+
+
+_OFFER_COLUMNS = tuple(f.name for f in fields(Offer))
 
 
 class DatabaseTooNew(BotError):
@@ -381,8 +418,8 @@ class JobStore:
         # Per server: a member's cooldown and jobs in flight in one server do not hold them back in another.
         if admission.cooldown_seconds > 0:
             row = await self._one(
-                "SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND guild_id IS ? AND state NOT IN (?, ?)",
-                (new.user_id, new.guild_id, S.REJECTED, S.INTERRUPTED),
+                "SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND guild_id IS ? AND state NOT IN (?, ?, ?)",
+                (new.user_id, new.guild_id, S.REJECTED, S.INTERRUPTED, S.CANCELLED),
             )
             last = row[0] if row else None
             if last is not None and now - last < admission.cooldown_seconds:
@@ -553,9 +590,65 @@ class JobStore:
         if guild_id is not None:
             where.append("guild_id = ?")
             params.append(guild_id)
+        # An offer's copy of a prompt goes with it: only an offer still open keeps its prompt.
+        offer_where = ["prompt != ''", "(used_at IS NOT NULL OR expires_at <= ?)"]
+        offer_params: list[Any] = [self._clock()]
+        if finished_before is not None:
+            offer_where.append("created_at < ?")
+            offer_params.append(finished_before)
+        if guild_id is not None:
+            offer_where.append("guild_id = ?")
+            offer_params.append(guild_id)
         async with self._write():
             cursor = await self._db.execute(f"UPDATE jobs SET prompt = '' WHERE {' AND '.join(where)}", params)
+            await self._db.execute(f"UPDATE offers SET prompt = '' WHERE {' AND '.join(offer_where)}", offer_params)
             return int(cursor.rowcount)
+
+    # -- offers (the buttons that spend money) -----------------------------------------------------
+
+    async def add_offer(self, new: NewOffer) -> Offer:
+        values = {f.name: getattr(new, f.name) for f in fields(NewOffer)}
+        values["created_at"] = self._clock()
+        async with self._write():
+            cursor = await self._db.execute(
+                f"INSERT INTO offers ({', '.join(values)}) VALUES ({_marks(tuple(values))})", tuple(values.values())
+            )
+            offer_id = cursor.lastrowid
+        assert offer_id is not None
+        offer = await self.get_offer(offer_id)
+        assert offer is not None
+        return offer
+
+    async def get_offer(self, offer_id: int) -> Offer | None:
+        row = await self._one(f"SELECT {', '.join(_OFFER_COLUMNS)} FROM offers WHERE id = ?", (offer_id,))
+        return Offer(**dict(zip(_OFFER_COLUMNS, tuple(row), strict=True))) if row else None
+
+    async def use_offer(self, offer_id: int, outcome: OfferOutcome) -> bool:
+        """Use an offer once: True for the one caller whose UPDATE changed the row, False for every other.
+
+        `used` and `cancelled` need it unexpired; `expired` (its timer) needs it past its time. One
+        statement decides, so a double click or two members clicking at once cannot both pass.
+        """
+        now = self._clock()
+        expiry = "expires_at <= ?" if outcome == "expired" else "expires_at > ?"
+        async with self._write():
+            cursor = await self._db.execute(
+                f"UPDATE offers SET used_at = ?, outcome = ? WHERE id = ? AND used_at IS NULL AND {expiry}",
+                (now, outcome, offer_id, now),
+            )
+            return cursor.rowcount == 1
+
+    async def offer_started(self, offer_id: int, job_id: int) -> None:
+        """The job the offer's use started (for the record: which click paid for which job)."""
+        async with self._write():
+            await self._db.execute("UPDATE offers SET job_id = ? WHERE id = ?", (job_id, offer_id))
+
+    async def cancel_unsent(self, job_id: int) -> Job:
+        """Its requester cancelled a request not yet sent; raises IllegalTransition once it is on its way.
+
+        Told at once (the click that cancelled it answers), so it is never owed a final message.
+        """
+        return await self.transition(job_id, S.CANCELLED, told_at=self._clock(), last_error="cancelled")
 
     async def get_meta(self, key: str) -> str | None:
         row = await self._one("SELECT value FROM meta WHERE key = ?", (key,))

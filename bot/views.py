@@ -297,8 +297,9 @@ def delivered_text(job: Job, *, catalogue: Catalogue, compressed: bool, via_dm: 
     seed = str(job.seed) if job.seed is not None else t(loc, "status.field.seed.none")
     # One line (plain collapses newlines), so the whole prompt stays inside the quote block.
     prompt = plain(job.prompt, PROMPT_EXCERPT_CHARS)
-    parts = [t(loc, "deliver.done", mention=mention(job), ref=job.reference, prompt=prompt,
-               seed=seed, job_id=job_id_param(job), price=_job_price(job, catalogue, loc))]
+    parts = [t(loc, "deliver.done", mention=mention(job), ref=job.reference, prompt=prompt, seed=seed,
+               model=plain(_model_name(job, catalogue), FIELD_VALUE), job_id=job_id_param(job),
+               price=_job_price(job, catalogue, loc))]
     if via_dm:
         parts.append(t(loc, "deliver.dm_note", channel=job.channel_id))
     if compressed:

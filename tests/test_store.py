@@ -62,6 +62,7 @@ async def put_in_state(store: JobStore, target: JobState) -> int:
         S.REJECTED: [S.REJECTED],
         S.UNKNOWN: [S.SUBMITTING, S.UNKNOWN],
         S.INTERRUPTED: [S.INTERRUPTED],
+        S.CANCELLED: [S.CANCELLED],
     }[target]
     job = await store.add_submission(new_job())
     for step in path:
