@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+OPTION_SUB_COMMAND = 1
 OPTION_STRING = 3
 OPTION_INTEGER = 4
 OPTION_BOOLEAN = 5
@@ -168,6 +169,13 @@ def build_options(
                 raise ValueError(f"/{command['name']} {name} was not synced with autocomplete")
             # While typing, the focused value is whatever text is in the box, unchecked.
             options.append({"name": name, "type": option["type"], "value": str(value), "focused": True})
+            continue
+        if option.get("type") == OPTION_SUB_COMMAND:
+            # A subcommand (`/settings confirm`): its own options, given as a dict, nested as Discord sends them.
+            if not isinstance(value, dict):
+                raise ValueError(f"/{command['name']} {name} is a subcommand: give its options as a dict")
+            sub = {**option, "name": f"{command['name']} {name}"}
+            options.append({"name": name, "type": OPTION_SUB_COMMAND, "options": build_options(sub, value)})
             continue
         typed = typed_value(command, option, value)
         options.append({"name": name, "type": option["type"], "value": typed})
