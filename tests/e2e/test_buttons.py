@@ -16,7 +16,7 @@ import discord
 from bot.simulator import VideoServiceSimulator
 from tests.conftest import SimulatorFactory as ServiceFactory
 from tests.discord_double import DiscordDouble, InteractionRecord
-from tests.e2e.harness import USER_ID, BotProcess
+from tests.e2e.harness import BotProcess
 from tests.e2e.test_video_flow import embed_text, original, video_posts, wait_until
 
 OTHER_ID = 600_000_000_000_000_002
@@ -93,7 +93,7 @@ async def test_reroll_after_restarts_creates_exactly_one_new_job_and_posts_it(
     await bot.start()
     confirmed = await double.send_component(offer, confirm)
     await double.wait_for_callback(confirmed.id)
-    first, second = await posted(double, 2)
+    _first, second = await posted(double, 2)
     assert "a paper boat on a lake" in second["content"]
     assert service.creates_received == 2
     seeds = [job.seed for job in service.jobs.values()]
