@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
@@ -32,11 +31,11 @@ def new_seed(model: VideoModel) -> int | None:
 
 
 class Offers:
-    def __init__(self, store: JobStore, *, lifetime: float = OFFER_SECONDS,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: JobStore, *, lifetime: float = OFFER_SECONDS) -> None:
         self._store = store
         self.lifetime = lifetime
-        self._clock = clock
+        # The store's clock: the one its UPDATE compares expiry with.
+        self._clock = store.now
         self._timers = BackgroundTasks(log)
 
     async def reroll(self, source_job_id: int, *, user_id: int, guild_id: int | None, channel_id: int, locale: str,
