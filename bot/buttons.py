@@ -100,7 +100,7 @@ async def start_request(interaction: Interaction, request: NewJob, role_ids: Col
             raise
         await answer_error(interaction, exc, reply=reply)
         return
-    receipt = views.receipt_embed(job, catalogue=host.catalogue)
+    receipt = views.receipt_embed(job, catalogue=host.catalogue, position=await requests.queue_position(job))
     message = await respond(interaction, embed=receipt) if reply is None else \
         await reply.edit(content=None, embed=receipt, view=None)
     if message is not None:

@@ -59,6 +59,8 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
 POLLED_STATES = (S.PENDING, S.IN_PROGRESS)
 #: States that hold a slot of the per-user limit: the request is not finished yet.
 IN_FLIGHT_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
+#: Waiting for its video: not sent yet, on its way, or queued at the service (a place in line, bot/buttons.py).
+WAITING_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING)
 #: Not yet sent to the service: may still be charged at full price any moment.
 UNSENT_OR_SENDING = (S.RECEIVED, S.SUBMITTING)
 #: Final states whose requester is owed a message (a delivered video is its own message).

@@ -27,6 +27,7 @@ from bot.lifecycle import (
     POLLED_STATES,
     TRANSITIONS,
     UNSENT_OR_SENDING,
+    WAITING_STATES,
     JobState,
     sources_of,
 )
@@ -649,6 +650,16 @@ class JobStore:
         Told at once (the click that cancelled it answers), so it is never owed a final message.
         """
         return await self.transition(job_id, S.CANCELLED, told_at=self._clock(), last_error="cancelled")
+
+    async def queue_position(self, job_id: int) -> int | None:
+        """The job's place among this bot's waiting jobs (1: next), oldest first; None once it is not waiting."""
+        marks = _marks(WAITING_STATES)
+        row = await self._one(
+            f"""SELECT COUNT(*) FROM jobs WHERE id <= ? AND state IN ({marks})
+                AND EXISTS (SELECT 1 FROM jobs WHERE id = ? AND state IN ({marks}))""",
+            (job_id, *WAITING_STATES, job_id, *WAITING_STATES),
+        )
+        return int(row[0]) or None if row else None
 
     async def get_meta(self, key: str) -> str | None:
         row = await self._one("SELECT value FROM meta WHERE key = ?", (key,))

@@ -290,6 +290,9 @@ class VideoRequests:
         """The worker edits this reply as the job moves on, while the interaction token lives."""
         await self._store.update(job.id, reply_message_id=message_id)
 
+    async def queue_position(self, job: Job) -> int | None:
+        return await self._store.queue_position(job.id)
+
     async def get(self, job_id: int) -> Job:
         """A job by the bot's own id (a button's); raises JobNotFound."""
         return await self._store.get(job_id)

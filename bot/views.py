@@ -139,8 +139,11 @@ def _model_name(job: Job, catalogue: Catalogue) -> str:
         return job.model
 
 
-def receipt_embed(job: Job, *, catalogue: Catalogue) -> discord.Embed:
-    """The `/video` answer, edited as the job moves on while the interaction token lives."""
+def receipt_embed(job: Job, *, catalogue: Catalogue, position: int | None = None) -> discord.Embed:
+    """The `/video` answer, edited as the job moves on while the interaction token lives.
+
+    `position`: its place among this bot's waiting jobs, while it waits.
+    """
     loc = job.locale
     embed = discord.Embed(title=t(loc, "video.title", ref=job.reference), colour=_COLOURS.get(job.state))
     embed.add_field(name=t(loc, "video.field.job"), value=job_id_text(job))
@@ -151,6 +154,8 @@ def receipt_embed(job: Job, *, catalogue: Catalogue) -> discord.Embed:
     embed.add_field(name=t(loc, "video.field.started"), value=relative(job.accepted_at or job.created_at))
     if job.state in (S.PENDING, S.IN_PROGRESS):
         embed.add_field(name=t(loc, "video.field.wait"), value=t(loc, "video.wait"))
+    if position is not None and job.state == S.PENDING:
+        embed.add_field(name=t(loc, "video.field.queue"), value=t(loc, "video.queue", position=position))
     if job.state == S.DELIVERED and job.delivered_message_id and job.delivered_channel_id:
         link = f"https://discord.com/channels/{job.guild_id or '@me'}/{job.delivered_channel_id}/" \
             f"{job.delivered_message_id}"
@@ -161,6 +166,10 @@ def receipt_embed(job: Job, *, catalogue: Catalogue) -> discord.Embed:
         embed.description = t(loc, "video.next.undeliverable", ref=job.reference)
     else:
         embed.description = t(loc, "video.next", ref=job.reference)
+        if job.interaction_expires_at is not None and job.state in (S.PENDING, S.IN_PROGRESS):
+            # Edits go through the interaction, whose token lives 15 minutes: then /status.
+            embed.description += "\n" + t(loc, "video.updates", when=relative(job.interaction_expires_at),
+                                           ref=job.reference)
     return fit_embed(embed)
 
 

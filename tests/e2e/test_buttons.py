@@ -191,3 +191,15 @@ async def test_a_reroll_over_the_members_quota_is_refused_with_nothing_spent(
                                  for m in double.webhook_messages.get(confirmed.token, {}).values()))
     await asyncio.sleep(0.5)
     assert service.creates_received == 1 and service.spend == 250
+
+
+async def test_the_progress_message_shows_a_place_in_line_and_where_updates_go_after_the_token(
+    make_bot: Callable[..., BotProcess], service: VideoServiceSimulator, double: DiscordDouble
+) -> None:
+    bot = make_bot(service, POLL_INTERVAL_SECONDS="5")  # it stays queued while the receipt is written
+    await bot.start()
+    interaction = await bot.slash("video", {"prompt": "a queue of boats"})
+    await wait_until(lambda: "Place in line" in embed_text(original(double, interaction)))
+    receipt = embed_text(original(double, interaction))
+    assert "Place in line: 1 of this bot's waiting jobs" in receipt
+    assert "after that, use `/status #1`" in receipt and "<t:" in receipt
