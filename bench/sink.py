@@ -49,7 +49,9 @@ class RecordingSink:
             self._done += 1
             self._check()
 
-    async def show_progress(self, job: Job) -> None:
+    async def show_progress(
+        self, job: Job, *, position: int | None = None, ready_at: float | None = None
+    ) -> None:
         return None
 
     def _check(self) -> None:

@@ -20,6 +20,7 @@ from bot.housekeeping import Chores, GuildLocale, Housekeeping, LinePoster
 from bot.metrics import Metrics, MetricsEndpoint, TimedDeliverer
 from bot.models import Catalogue, load_catalogue
 from bot.pacing import Pacer, service_pacer
+from bot.progress import ProgressRefresher
 from bot.server_settings import ServerRules, defaults_from
 from bot.server_store import ServerStore
 from bot.settings import Settings
@@ -156,11 +157,11 @@ async def open_services(
         rules = server_rules(store, settings)
         requests = VideoRequests(
             store, service, settings, rules, catalogue=catalogue, on_accepted=accepted, tell=job_worker.tell,
-            clock=clock,
+            clock=clock, estimate_ready=durations.expected_ready_at,
         )
         chores_runner = Housekeeping(
             store, rules, service, settings, post_line or _no_log_channel, guild_locale=guild_locale, chores=chores,
-            clock=clock,
+            progress=ProgressRefresher(store, deliverer, durations.expected_ready_at, clock=clock), clock=clock,
         )
         if metrics is not None and settings.metrics_port is not None:
             endpoint = MetricsEndpoint(metrics, store)

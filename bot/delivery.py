@@ -11,6 +11,7 @@ import discord
 from discord.abc import Messageable
 
 from bot import transcode, views
+from bot.buttons import video_buttons
 from bot.logs import job_fields
 from bot.models import Catalogue
 from bot.notices import Notice
@@ -98,6 +99,8 @@ class DiscordDelivery:
             "file": discord.File(upload, filename=f"video-{job.id}.mp4"),
             "allowed_mentions": views.requester_only(job),
             "nonce": nonce_for(job),
+            # Re-roll and Delete: persistent, they carry this job's id and resolve from the database.
+            "view": video_buttons(job),
         }
 
     async def announce(self, job: Job, event: Notice, *, via_interaction: bool = False) -> None:
@@ -146,11 +149,14 @@ class DiscordDelivery:
             return False
         return True
 
-    async def show_progress(self, job: Job) -> None:
+    async def show_progress(
+        self, job: Job, *, position: int | None = None, ready_at: float | None = None
+    ) -> None:
         if job.reply_message_id is None or job.interaction_token is None or self._client.application_id is None:
             return
         webhook = discord.Webhook.partial(self._client.application_id, job.interaction_token, client=self._client)
-        await webhook.edit_message(job.reply_message_id, embed=views.receipt_embed(job, catalogue=self._catalogue))
+        embed = views.receipt_embed(job, catalogue=self._catalogue, position=position, ready_at=ready_at)
+        await webhook.edit_message(job.reply_message_id, embed=embed)
 
     async def _channel(self, channel_id: int) -> Messageable:
         channel = self._client.get_channel(channel_id)

@@ -1,4 +1,4 @@
-"""The bot's chores beside the jobs: each server's log channel, budget alerts, and forgetting old prompts.
+"""The bot's chores beside the jobs: log channels, budget alerts, waiting receipts, forgetting old prompts.
 
 Events are written to the database in the same transaction as what they report (bot/store.py,
 bot/server_store.py), and posted from here in order, so a stop between the two loses no log line.
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import discord
 
+from bot.progress import ProgressRefresher
 from bot.server_settings import ServerRules
 from bot.settings import Settings
 from bot.settings_views import event_line
@@ -51,6 +52,7 @@ class Housekeeping:
         *,
         guild_locale: GuildLocale = lambda guild_id: None,
         chores: Chores | None = None,
+        progress: ProgressRefresher | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
@@ -60,6 +62,7 @@ class Housekeeping:
         self._post = post
         self._guild_locale = guild_locale
         self._chores = chores or Chores()
+        self._progress = progress
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
         self._last_budget_check = float("-inf")
@@ -88,6 +91,8 @@ class Housekeeping:
         """One round of every chore that is due; one failing chore never stops the others or the loop."""
         now = self._clock()
         chores: list[tuple[str, Callable[[], Awaitable[object]]]] = [("log channels", self.post_events)]
+        if self._progress is not None:
+            chores.append(("receipts", self._progress.refresh))
         if now - self._last_budget_check >= self._chores.budget_check_seconds:
             self._last_budget_check = now
             chores.append(("budget alerts", self.check_budget))

@@ -251,9 +251,49 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "balance.ledger": "This bot's ledger",
         "balance.ledger.value": "All time: {all_count:,} videos, {all_yen}\nThis server: {guild_count:,} videos, "
         "{guild_yen}",
+        # Buttons (bot/buttons.py): on a posted video, on a confirmation, on a request waiting to be sent.
+        "state.cancelled": "cancelled",
+        "status.next.cancelled": "Its requester cancelled it before it was sent to the video service. Nothing was "
+        "spent.",
+        "button.reroll": "Re-roll",
+        "button.delete": "Delete",
+        "button.confirm": "Confirm",
+        "button.generate": "Generate",
+        "button.cancel": "Cancel",
+        "button.unknown": "The bot no longer knows what this button was for. Nothing was spent.",
+        "button.not_yours": "This button belongs to another member's request.",
+        "reroll.offer": "Re-roll {ref} with the same prompt and a new random seed? Model: {model} · Cost: {price} "
+        "from the shared budget. Confirm {when}, or ignore this.",
+        "reroll.not_allowed": "In this server only the member who asked for this video can re-roll it. Nothing was "
+        "spent.",
+        "reroll.prompt_erased": "The prompt of {ref} was erased under the bot's retention rules, so it cannot be "
+        "re-rolled. Nothing was spent.",
+        "confirm.offer": "Make this video? Model: {model} · Cost: {price} from the shared budget.\n> {prompt}\n"
+        "Nothing is sent or spent until you click Generate, {when} at the latest.",
+        "offer.cancelled": "Cancelled. Nothing was sent or spent.",
+        "offer.expired": "This offer expired. Nothing was sent or spent; ask again if you still want the video.",
+        "offer.already": "This was already started or cancelled by an earlier click. Nothing more was spent.",
+        "offer.starting": "Starting…",
+        "delete.done": "The video post was deleted. The request stays in the bot's ledger.",
+        "delete.refused": "Only the member who asked for this video, or a member with Manage Messages, can delete "
+        "it.",
+        "cancel.waiting": "Request {ref} is waiting for the bot's turn to send it to the video service. Until it is "
+        "sent you can cancel it; nothing is spent before then.",
+        "cancel.done": "Request {ref} was cancelled before it was sent. Nothing was spent.",
+        "cancel.too_late": "Request {ref} was already sent to the video service, which cannot cancel a job, so it "
+        "goes on; it will be posted as usual.",
+        "cancel.ended": "Request {ref} is no longer waiting ({state}); there is nothing to cancel.",
+        "video.field.queue": "Place in line",
+        "video.queue": "{position:,} of this bot's waiting jobs",
+        "video.field.eta": "Expected ready",
+        "video.updates": "This message is updated until {when}; after that, use `/status {ref}`.",
+        "cmd.settings.reroll": "Who may re-roll a posted video: its requester only, or anyone who may use /video.",
+        "cmd.settings.reroll.who": "The requester only, or anyone allowed to use /video here.",
+        "cmd.settings.confirm": "Whether /video shows the price and waits for a click on Generate before spending.",
+        "cmd.settings.confirm.enabled": "On: /video asks for Generate first. Off: it starts at once.",
         # Worker messages in the channel (or DM)
-        "deliver.done": "{mention} your video {ref} is ready.\n> {prompt}\nSeed: {seed} · Job: `{job_id}` · Cost: "
-        "{price}",
+        "deliver.done": "{mention} your video {ref} is ready.\n> {prompt}\nSeed: {seed} · Model: {model} · Job: "
+        "`{job_id}` · Cost: {price}",
         "deliver.compressed": "The original was larger than this server's upload limit, so this is a compressed "
         "copy.",
         "deliver.dm_note": "It could not be posted in <#{channel}>, so here it is by direct message.",
@@ -538,8 +578,43 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "balance.videos_left.value": "{count:,}本（1本{price}）",
         "balance.ledger": "このボットの記録",
         "balance.ledger.value": "累計: {all_count:,}本、{all_yen}\nこのサーバー: {guild_count:,}本、{guild_yen}",
-        "deliver.done": "{mention} 動画 {ref} ができました。\n> {prompt}\nシード: {seed} · ジョブ: `{job_id}` · 費用: "
-        "{price}",
+        "state.cancelled": "キャンセル済み",
+        "status.next.cancelled": "動画サービスに送る前にリクエストした本人がキャンセルしました。費用はかかっていません。",
+        "button.reroll": "再生成",
+        "button.delete": "削除",
+        "button.confirm": "確定",
+        "button.generate": "生成する",
+        "button.cancel": "キャンセル",
+        "button.unknown": "このボタンが何のためのものか、ボットにはもう分かりません。費用はかかっていません。",
+        "button.not_yours": "このボタンは別のメンバーのリクエストのものです。",
+        "reroll.offer": "{ref} を同じプロンプトと新しいランダムなシードで再生成しますか？ モデル: {model} · 費用: 共有予算から{price}。"
+        "{when}までに確定してください（不要ならそのままで構いません）。",
+        "reroll.not_allowed": "このサーバーでは、動画をリクエストした本人だけが再生成できます。費用はかかっていません。",
+        "reroll.prompt_erased": "{ref} のプロンプトは保存期間のルールにより消去済みのため、再生成できません。費用はかかっていません。",
+        "confirm.offer": "この動画を作りますか？ モデル: {model} · 費用: 共有予算から{price}。\n> {prompt}\n"
+        "「生成する」を押すまで送信も課金もしません（期限: {when}）。",
+        "offer.cancelled": "キャンセルしました。送信も課金もしていません。",
+        "offer.expired": "期限が切れました。送信も課金もしていません。必要ならもう一度リクエストしてください。",
+        "offer.already": "先のクリックですでに開始またはキャンセルされています。追加の費用はかかっていません。",
+        "offer.starting": "開始しています…",
+        "delete.done": "動画の投稿を削除しました。リクエストはボットの記録に残ります。",
+        "delete.refused": "この動画を削除できるのは、リクエストした本人か「メッセージの管理」権限を持つメンバーだけです。",
+        "cancel.waiting": "リクエスト {ref} は、ボットが動画サービスに送る順番を待っています。送信されるまではキャンセルでき、"
+        "それまで費用はかかりません。",
+        "cancel.done": "リクエスト {ref} を送信前にキャンセルしました。費用はかかっていません。",
+        "cancel.too_late": "リクエスト {ref} はすでに動画サービスに送信されました。サービスにはキャンセル機能がないため、"
+        "このまま進み、いつも通り投稿されます。",
+        "cancel.ended": "リクエスト {ref} はもう待機中ではありません（{state}）。キャンセルするものはありません。",
+        "video.field.queue": "順番",
+        "video.queue": "このボットの待機中ジョブのうち{position:,}番目",
+        "video.field.eta": "完成予定",
+        "video.updates": "このメッセージは{when}まで更新されます。その後は `/status {ref}` で確認してください。",
+        "cmd.settings.reroll": "投稿された動画を再生成できる人: リクエストした本人のみ、または /video を使える全員。",
+        "cmd.settings.reroll.who": "リクエストした本人のみ、またはここで /video を使える全員。",
+        "cmd.settings.confirm": "/video が費用を表示し、「生成する」が押されるまで支払いを待つかどうか。",
+        "cmd.settings.confirm.enabled": "オン: /video はまず「生成する」を求めます。オフ: すぐに開始します。",
+        "deliver.done": "{mention} 動画 {ref} ができました。\n> {prompt}\nシード: {seed} · モデル: {model} · ジョブ: "
+        "`{job_id}` · 費用: {price}",
         "deliver.compressed": "元のファイルがこのサーバーのアップロード上限を超えたため、圧縮したコピーです。",
         "deliver.dm_note": "<#{channel}>に投稿できなかったため、DMでお送りします。",
         "deliver.undeliverable": "{mention} 動画 {ref} ができましたが、ここにもDMにも投稿できませんでした。"

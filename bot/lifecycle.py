@@ -23,6 +23,7 @@ class JobState(StrEnum):
     UNKNOWN = "unknown"
     INTERRUPTED = "interrupted"  # the bot stopped before sending: nothing spent
     UNDELIVERABLE = "undeliverable"
+    CANCELLED = "cancelled"  # its requester cancelled it before it was sent: nothing spent
 
 
 S = JobState
@@ -33,8 +34,9 @@ STALLED_AFTER_SECONDS = 6 * 3600
 
 #: Every legal move, in one place. Anything else raises IllegalTransition.
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    # rejected: the budget cannot pay for it; interrupted: found here after a restart.
-    S.RECEIVED: frozenset({S.SUBMITTING, S.REJECTED, S.INTERRUPTED}),
+    # rejected: the budget cannot pay for it; interrupted: found here after a restart; cancelled: by its
+    # requester while it waited for the bot's pacing turn (once `submitting`, it may be on its way: no cancel).
+    S.RECEIVED: frozenset({S.SUBMITTING, S.REJECTED, S.INTERRUPTED, S.CANCELLED}),
     # failed: accepted and charged, but the service's job id is unusable or already held by another request.
     S.SUBMITTING: frozenset({S.PENDING, S.REJECTED, S.UNKNOWN, S.FAILED}),
     S.PENDING: frozenset({S.IN_PROGRESS, S.COMPLETED, S.FAILED, S.STALLED}),
@@ -50,12 +52,15 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     S.REJECTED: frozenset(),
     S.UNKNOWN: frozenset(),
     S.INTERRUPTED: frozenset(),
+    S.CANCELLED: frozenset(),
 }
 
 #: States the worker polls at the service.
 POLLED_STATES = (S.PENDING, S.IN_PROGRESS)
 #: States that hold a slot of the per-user limit: the request is not finished yet.
 IN_FLIGHT_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
+#: Waiting for its video: not sent yet, on its way, or queued at the service (a place in line, bot/buttons.py).
+WAITING_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING)
 #: Not yet sent to the service: may still be charged at full price any moment.
 UNSENT_OR_SENDING = (S.RECEIVED, S.SUBMITTING)
 #: Final states whose requester is owed a message (a delivered video is its own message).

@@ -183,8 +183,10 @@ class TimedDeliverer:
     async def announce(self, job: Job, event: Notice, *, via_interaction: bool = False) -> None:
         await self._inner.announce(job, event, via_interaction=via_interaction)
 
-    async def show_progress(self, job: Job) -> None:
-        await self._inner.show_progress(job)
+    async def show_progress(
+        self, job: Job, *, position: int | None = None, ready_at: float | None = None
+    ) -> None:
+        await self._inner.show_progress(job, position=position, ready_at=ready_at)
 
 
 class MetricsEndpoint:

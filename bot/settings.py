@@ -71,6 +71,8 @@ class Settings:
     metrics_host: str = "127.0.0.1"
     # The model catalogue (TOML, see bot/models.py); None: the service spec's one model.
     models_file: Path | None = None
+    # How long a button that spends money (a re-roll's Confirm, Generate) waits for its click.
+    offer_seconds: float = 60.0
 
     @property
     def zone(self) -> ZoneInfo:
@@ -225,6 +227,7 @@ def read_settings(env: Mapping[str, str]) -> Settings:
         metrics_port=r.parsed("METRICS_PORT", None, _port, "a TCP port from 1 to 65535"),
         metrics_host=r.raw("METRICS_HOST") or "127.0.0.1",
         models_file=Path(models) if (models := r.raw("MODELS_FILE")) else None,
+        offer_seconds=r.parsed("OFFER_SECONDS", 60.0, _positive_float, "a number of seconds above 0"),
     )
     if r.problems:
         raise SettingsError(r.problems)

@@ -27,6 +27,7 @@ from bot.lifecycle import (
     POLLED_STATES,
     TRANSITIONS,
     UNSENT_OR_SENDING,
+    WAITING_STATES,
     JobState,
     sources_of,
 )
@@ -47,6 +48,10 @@ __all__ = [
     "JobState",
     "JobStore",
     "NewJob",
+    "NewOffer",
+    "Offer",
+    "OfferKind",
+    "OfferOutcome",
     "SpendCap",
     "StoreUnavailable",
 ]
@@ -139,6 +144,7 @@ class Job:
     price_yen: int = 0  # the catalogue price when it was asked for: what an unanswered request may cost
     credited_at: float | None = None  # support refunded this failed job's charge (marked by a server admin)
     credited_by: int | None = None  # the Discord user who marked it
+    progress_at: float | None = None  # when its receipt last showed its place in line and ready time
 
     def __repr__(self) -> str:
         # The interaction token is a credential for 15 minutes: keep it out of logs.
@@ -199,6 +205,39 @@ class Admission:
     max_active_jobs: int | None = None
     caps: tuple[SpendCap, ...] = ()
     price_yen: int = 0
+
+
+OfferKind = Literal["reroll", "confirm"]
+OfferOutcome = Literal["used", "cancelled", "expired"]
+
+
+@dataclass(frozen=True)
+class NewOffer:
+    """A button that spends money, waiting for its click: a re-roll of `source_job_id`, or a pending /video."""
+
+    kind: OfferKind
+    user_id: int
+    guild_id: int | None
+    channel_id: int
+    locale: str
+    expires_at: float
+    model: str = ""
+    prompt: str = ""
+    seed: int | None = None
+    source_job_id: int | None = None
+    upload_limit_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Offer(NewOffer):
+    id: int = 0
+    created_at: float = 0.0
+    used_at: float | None = None
+    outcome: OfferOutcome | None = None
+    job_id: int | None = None
+
+
+_OFFER_COLUMNS = tuple(f.name for f in fields(Offer))
 
 
 class DatabaseTooNew(BotError):
@@ -381,8 +420,8 @@ class JobStore:
         # Per server: a member's cooldown and jobs in flight in one server do not hold them back in another.
         if admission.cooldown_seconds > 0:
             row = await self._one(
-                "SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND guild_id IS ? AND state NOT IN (?, ?)",
-                (new.user_id, new.guild_id, S.REJECTED, S.INTERRUPTED),
+                "SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND guild_id IS ? AND state NOT IN (?, ?, ?)",
+                (new.user_id, new.guild_id, S.REJECTED, S.INTERRUPTED, S.CANCELLED),
             )
             last = row[0] if row else None
             if last is not None and now - last < admission.cooldown_seconds:
@@ -555,8 +594,18 @@ class JobStore:
         if guild_id is not None:
             where.append("guild_id = ?")
             params.append(guild_id)
+        # An offer's copy of a prompt goes with it: only an offer still open keeps its prompt.
+        offer_where = ["prompt != ''", "(used_at IS NOT NULL OR expires_at <= ?)"]
+        offer_params: list[Any] = [self._clock()]
+        if finished_before is not None:
+            offer_where.append("created_at < ?")
+            offer_params.append(finished_before)
+        if guild_id is not None:
+            offer_where.append("guild_id = ?")
+            offer_params.append(guild_id)
         async with self._write():
             cursor = await self._db.execute(f"UPDATE jobs SET prompt = '' WHERE {' AND '.join(where)}", params)
+            await self._db.execute(f"UPDATE offers SET prompt = '' WHERE {' AND '.join(offer_where)}", offer_params)
             return int(cursor.rowcount)
 
     async def guilds_with_prompts(self) -> list[int]:
@@ -565,6 +614,76 @@ class JobStore:
             "SELECT DISTINCT guild_id FROM jobs WHERE prompt != '' AND guild_id IS NOT NULL"
         ) as cursor:
             return [int(row[0]) for row in await cursor.fetchall()]
+
+    # -- offers (the buttons that spend money) -----------------------------------------------------
+
+    async def add_offer(self, new: NewOffer) -> Offer:
+        values = {f.name: getattr(new, f.name) for f in fields(NewOffer)}
+        values["created_at"] = self._clock()
+        async with self._write():
+            cursor = await self._db.execute(
+                f"INSERT INTO offers ({', '.join(values)}) VALUES ({_marks(tuple(values))})", tuple(values.values())
+            )
+            offer_id = cursor.lastrowid
+        assert offer_id is not None
+        offer = await self.get_offer(offer_id)
+        assert offer is not None
+        return offer
+
+    async def get_offer(self, offer_id: int) -> Offer | None:
+        row = await self._one(f"SELECT {', '.join(_OFFER_COLUMNS)} FROM offers WHERE id = ?", (offer_id,))
+        return Offer(**dict(zip(_OFFER_COLUMNS, tuple(row), strict=True))) if row else None
+
+    async def use_offer(self, offer_id: int, outcome: OfferOutcome) -> bool:
+        """Use an offer once: True for the one caller whose UPDATE changed the row, False for every other.
+
+        `used` and `cancelled` need it unexpired; `expired` (its timer) needs it past its time. One
+        statement decides, so a double click or two members clicking at once cannot both pass.
+        """
+        now = self._clock()
+        expiry = "expires_at <= ?" if outcome == "expired" else "expires_at > ?"
+        async with self._write():
+            cursor = await self._db.execute(
+                f"UPDATE offers SET used_at = ?, outcome = ? WHERE id = ? AND used_at IS NULL AND {expiry}",
+                (now, outcome, offer_id, now),
+            )
+            return cursor.rowcount == 1
+
+    async def offer_started(self, offer_id: int, job_id: int) -> None:
+        """The job the offer's use started (for the record: which click paid for which job)."""
+        async with self._write():
+            await self._db.execute("UPDATE offers SET job_id = ? WHERE id = ?", (job_id, offer_id))
+
+    async def cancel_unsent(self, job_id: int) -> Job:
+        """Its requester cancelled a request not yet sent; raises IllegalTransition once it is on its way.
+
+        Told at once (the click that cancelled it answers), so it is never owed a final message.
+        """
+        return await self.transition(job_id, S.CANCELLED, told_at=self._clock(), last_error="cancelled")
+
+    async def receipts_to_refresh(self, *, now: float, older_than: float, limit: int) -> list[Job]:
+        """Waiting jobs whose receipt can still be edited (token alive) and was not refreshed since `older_than`.
+
+        Oldest refresh first, so a bounded number of edits a round reaches every receipt in turn.
+        """
+        if limit <= 0:
+            return []
+        return await self._jobs(
+            """SELECT * FROM jobs WHERE state IN (?, ?) AND reply_message_id IS NOT NULL
+                   AND interaction_expires_at > ? AND COALESCE(progress_at, accepted_at, created_at) <= ?
+               ORDER BY COALESCE(progress_at, 0), id LIMIT ?""",
+            (S.PENDING, S.IN_PROGRESS, now, older_than, limit),
+        )
+
+    async def queue_position(self, job_id: int) -> int | None:
+        """The job's place among this bot's waiting jobs (1: next), oldest first; None once it is not waiting."""
+        marks = _marks(WAITING_STATES)
+        row = await self._one(
+            f"""SELECT COUNT(*) FROM jobs WHERE id <= ? AND state IN ({marks})
+                AND EXISTS (SELECT 1 FROM jobs WHERE id = ? AND state IN ({marks}))""",
+            (job_id, *WAITING_STATES, job_id, *WAITING_STATES),
+        )
+        return int(row[0]) or None if row else None
 
     async def get_meta(self, key: str) -> str | None:
         row = await self._one("SELECT value FROM meta WHERE key = ?", (key,))

@@ -101,25 +101,38 @@ class VideoCommandTree(app_commands.CommandTree[Any]):
             # Autocomplete cannot carry a message; Discord just shows no suggestions.
             log.warning("autocomplete failed for user %s", interaction.user.id, exc_info=cause)
             return
-        locale = interaction.locale.value
-        text = friendly_text(cause, locale)
-        if text is None:
-            reference = secrets.token_hex(4)
-            command = interaction.command.qualified_name if interaction.command else "?"
-            log.error("command /%s failed (reference %s)", command, reference, exc_info=cause)
-            text = t(locale, "error.internal", reference=reference)
+        await answer_error(interaction, cause)
+
+
+async def answer_error(
+    interaction: discord.Interaction[Any], cause: BaseException, *, reply: discord.Message | None = None
+) -> None:
+    """The one way the bot's errors reach people: slash commands (through `on_error`) and buttons alike.
+
+    `reply`: a message of this interaction to replace with the answer (a button's "waiting" follow-up).
+    """
+    locale = interaction.locale.value
+    text = friendly_text(cause, locale)
+    if text is None:
+        reference = secrets.token_hex(4)
+        command = interaction.command.qualified_name if interaction.command else "(button)"
+        log.error("command /%s failed (reference %s)", command, reference, exc_info=cause)
+        text = t(locale, "error.internal", reference=reference)
+    else:
+        log.info("command refused for user %s: %s", interaction.user.id, cause)
+    try:
+        if reply is not None:
+            await reply.edit(content=text, embed=None, view=None, allowed_mentions=discord.AllowedMentions.none())
         else:
-            log.info("command refused for user %s: %s", interaction.user.id, cause)
-        try:
             await respond(interaction, text, ephemeral=True)
-        except discord.HTTPException:
-            # A recorded request stays "owed a message": the worker's sweep tells it in the channel.
-            log.warning("could not tell user %s about an error: the interaction is gone", interaction.user.id)
-            return
-        job_id = _ended_request(cause)
-        if job_id is not None:
-            client: RequestsClient = interaction.client
-            await client.requests.told(job_id)
+    except discord.HTTPException:
+        # A recorded request stays "owed a message": the worker's sweep tells it in the channel.
+        log.warning("could not tell user %s about an error: the interaction is gone", interaction.user.id)
+        return
+    job_id = _ended_request(cause)
+    if job_id is not None:
+        client: RequestsClient = interaction.client
+        await client.requests.told(job_id)
 
 
 def _ended_request(error: BaseException) -> int | None:

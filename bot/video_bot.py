@@ -10,10 +10,12 @@ import discord
 from discord.ext import commands, tasks
 
 from bot.app import Services, catalogue_of, open_services
+from bot.buttons import DYNAMIC_ITEMS
 from bot.delivery import DiscordDelivery
 from bot.health import write_heartbeat
 from bot.i18n import CatalogueTranslator
 from bot.models import Catalogue
+from bot.offers import Offers
 from bot.settings import Settings
 from bot.store import JobStore
 from bot.tree import VideoCommandTree
@@ -36,6 +38,7 @@ class VideoBot(commands.Bot):
     video_client: VideoServiceClient
     worker: JobWorker
     requests: VideoRequests
+    offers: Offers
 
     def __init__(self, settings: Settings, *, force_sync: bool = False, catalogue: Catalogue | None = None) -> None:
         # Slash commands need no privileged intents; `guilds` keeps channels in the cache.
@@ -72,6 +75,9 @@ class VideoBot(commands.Bot):
         # `submitting` now. Their requesters are told once the worker runs (it sweeps for them).
         for job in await self.store.recover_after_restart():
             log.warning("request %s was cut off by the last stop: %s, not resent", job.reference, job.state)
+        # The buttons of every message ever posted resolve from the database, so they work after a restart.
+        self.offers = Offers(self.store, lifetime=self.settings.offer_seconds)
+        self.add_dynamic_items(*DYNAMIC_ITEMS)
         await self.tree.set_translator(CatalogueTranslator())
         for extension in EXTENSIONS:
             await self.load_extension(extension)
@@ -102,6 +108,8 @@ class VideoBot(commands.Bot):
         if hasattr(self, "services"):
             await self.services.housekeeping.stop()
             await self.worker.stop()
+        if hasattr(self, "offers"):
+            await self.offers.close()
         await super().close()
         if hasattr(self, "services"):
             await self.services.close()

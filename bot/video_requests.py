@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 
 from bot import guardrails
 from bot.errors import (
+    BotError,
     BudgetTooLow,
     OutcomeUnknown,
     RateLimited,
@@ -27,7 +29,7 @@ from bot.retry import RECORD_RETRY, RetryPolicy, retrying
 from bot.server_settings import ServerRules
 from bot.server_store import MemberRecord
 from bot.settings import Settings
-from bot.store import AdmissionRefused, Job, JobState, JobStore, NewJob, StoreUnavailable
+from bot.store import AdmissionRefused, IllegalTransition, Job, JobState, JobStore, NewJob, StoreUnavailable
 from bot.tasks import BackgroundTasks
 from bot.validation import check_seed, clean_prompt
 from bot.video_client import VideoServiceClient
@@ -43,6 +45,9 @@ def interaction_expiry(created_at: float) -> float:
     return created_at + INTERACTION_TOKEN_SECONDS
 
 
+#: A create still waiting for its turn under the pacing after this long is shown to its requester with Cancel.
+WAITING_NOTICE_SECONDS = 1.0
+
 #: The meta key of the host's pause of /video (`python -m bot pause`): set, it holds in every server.
 PAUSE_KEY = "host_pause"
 
@@ -50,6 +55,14 @@ PAUSE_KEY = "host_pause"
 LOGGED_REFUSALS = frozenset({
     "guild_daily_cap", "guild_monthly_cap", "member_daily_cap", "member_monthly_cap", "blocklist", "member_blocked",
 })
+
+
+class RequestCancelled(BotError):
+    """Its requester cancelled the request while it waited to be sent: nothing was sent or spent."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        super().__init__(f"request #{job_id} was cancelled before it was sent")
 
 
 def _reason(exc: BaseException) -> str:
@@ -76,6 +89,7 @@ class VideoRequests:
         tell: Callable[[Job, Notice], None] = lambda job, notice: None,
         clock: Callable[[], float] = time.time,
         record_retry: RetryPolicy = RECORD_RETRY,
+        estimate_ready: Callable[[str, float], float] | None = None,
     ) -> None:
         self._store = store
         self._client = client
@@ -86,6 +100,8 @@ class VideoRequests:
         self.catalogue = catalogue
         self._clock = clock
         self._record_retry = record_retry
+        # The learned durations of each model (bot/durations.py, shared with the poll schedule).
+        self._estimate_ready = estimate_ready
         self._background = BackgroundTasks(log)
 
     def validate(self, prompt: str, seed: int | None, model_id: str) -> tuple[str, int | None]:
@@ -137,27 +153,66 @@ class VideoRequests:
     async def paused(self) -> bool:
         return await self._store.get_meta(PAUSE_KEY) is not None
 
-    async def send(self, job: Job) -> Job:
-        """Check the budget, then send the create at most once. Raises SubmissionFailed or BudgetTooLow."""
+    async def send(self, job: Job, *, on_waiting: Callable[[Job], Awaitable[None]] | None = None) -> Job:
+        """Check the budget, then send the create at most once. Raises SubmissionFailed or BudgetTooLow, or
+        RequestCancelled when its requester cancelled it while it waited (the table lets a cancelled row go
+        nowhere, so the check is the move itself).
+
+        `on_waiting` runs once if the create's turn under the pacing has not come after WAITING_NOTICE_SECONDS
+        (the requester is offered Cancel then); a request sent at once costs no extra message.
+        """
         price = self.catalogue.price_of(job.model)
         try:
             info = await self._client.key_info()
         except Exception as exc:
             # Nothing was sent: the request ends here, and the requester is told nothing was spent.
-            await self._store.transition(job.id, JobState.REJECTED, last_error=_reason(exc))
+            await self._end_unsent(job, last_error=_reason(exc))
             raise self._failed(job, "busy", _reason(exc)) from exc
         if info.max_budget is not None and info.max_budget - info.spend < price:
-            await self._store.transition(job.id, JobState.REJECTED, last_error="the budget cannot pay for it")
+            await self._end_unsent(job, last_error="the budget cannot pay for it")
             raise BudgetTooLow(info.spend, info.max_budget, price, job_id=job.id)
         # The create's turn under the service's rate limit is taken before the write-ahead, so a stop
         # while waiting for it leaves a request that was never sent (interrupted, nothing spent).
-        await self._client.take_turn()
+        await self._turn(job, on_waiting)
         try:
-            job = await self._store.transition(job.id, JobState.SUBMITTING)
+            job = await self._unless_cancelled(job, self._store.transition(job.id, JobState.SUBMITTING))
         except StoreUnavailable as exc:
             # No write-ahead, no create: nothing was sent and nothing spent.
             raise self._failed(job, "not_recorded", str(exc)) from exc
         return await self._create_once(job)
+
+    async def _turn(self, job: Job, on_waiting: Callable[[Job], Awaitable[None]] | None) -> None:
+        if on_waiting is None:
+            await self._client.take_turn()
+            return
+        turn = asyncio.ensure_future(self._client.take_turn())
+        try:
+            done, _ = await asyncio.wait({turn}, timeout=WAITING_NOTICE_SECONDS)
+            if not done:
+                try:
+                    await on_waiting(job)
+                except Exception:
+                    # Only the offer of Cancel is lost; the request goes on.
+                    log.warning("could not show request %s as waiting", job.reference, exc_info=True,
+                                extra=job_fields(job))
+            await turn
+        finally:
+            turn.cancel()
+
+    async def _end_unsent(self, job: Job, *, last_error: str) -> None:
+        await self._unless_cancelled(job, self._store.transition(job.id, JobState.REJECTED, last_error=last_error))
+
+    async def _unless_cancelled(self, job: Job, move: Awaitable[Job]) -> Job:
+        try:
+            return await move
+        except IllegalTransition as exc:
+            if exc.current == JobState.CANCELLED:
+                raise RequestCancelled(job.id) from exc
+            raise
+
+    async def cancel(self, job_id: int) -> Job:
+        """Cancel a request not yet sent; raises IllegalTransition once it may be on its way (no cancel then)."""
+        return await self._store.cancel_unsent(job_id)
 
     async def _create_once(self, job: Job) -> Job:
         price = self.catalogue.price_of(job.model)
@@ -243,6 +298,21 @@ class VideoRequests:
     async def remember_reply(self, job: Job, message_id: int) -> None:
         """The worker edits this reply as the job moves on, while the interaction token lives."""
         await self._store.update(job.id, reply_message_id=message_id)
+
+    async def queue_position(self, job: Job) -> int | None:
+        return await self._store.queue_position(job.id)
+
+    def ready_at(self, job: Job) -> float | None:
+        """When a waiting job is most likely ready, from recently completed jobs of its model."""
+        if self._estimate_ready is None or job.accepted_at is None:
+            return None
+        if job.state not in (JobState.PENDING, JobState.IN_PROGRESS):
+            return None
+        return self._estimate_ready(job.model, job.accepted_at)
+
+    async def get(self, job_id: int) -> Job:
+        """A job by the bot's own id (a button's); raises JobNotFound."""
+        return await self._store.get(job_id)
 
     async def find(self, reference: str, guild_id: int | None) -> Job | None:
         return await self._store.find(reference, guild_id=guild_id)

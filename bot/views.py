@@ -139,8 +139,14 @@ def _model_name(job: Job, catalogue: Catalogue) -> str:
         return job.model
 
 
-def receipt_embed(job: Job, *, catalogue: Catalogue) -> discord.Embed:
-    """The `/video` answer, edited as the job moves on while the interaction token lives."""
+def receipt_embed(
+    job: Job, *, catalogue: Catalogue, position: int | None = None, ready_at: float | None = None
+) -> discord.Embed:
+    """The `/video` answer, edited as the job moves on while the interaction token lives.
+
+    `position`: its place among this bot's waiting jobs, while it waits; `ready_at`: when it is most likely
+    ready, from the durations of recently completed jobs of its model.
+    """
     loc = job.locale
     embed = discord.Embed(title=t(loc, "video.title", ref=job.reference), colour=_COLOURS.get(job.state))
     embed.add_field(name=t(loc, "video.field.job"), value=job_id_text(job))
@@ -151,6 +157,10 @@ def receipt_embed(job: Job, *, catalogue: Catalogue) -> discord.Embed:
     embed.add_field(name=t(loc, "video.field.started"), value=relative(job.accepted_at or job.created_at))
     if job.state in (S.PENDING, S.IN_PROGRESS):
         embed.add_field(name=t(loc, "video.field.wait"), value=t(loc, "video.wait"))
+    if position is not None and job.state == S.PENDING:
+        embed.add_field(name=t(loc, "video.field.queue"), value=t(loc, "video.queue", position=position))
+    if ready_at is not None and job.state in (S.PENDING, S.IN_PROGRESS):
+        embed.add_field(name=t(loc, "video.field.eta"), value=relative(ready_at))
     if job.state == S.DELIVERED and job.delivered_message_id and job.delivered_channel_id:
         link = f"https://discord.com/channels/{job.guild_id or '@me'}/{job.delivered_channel_id}/" \
             f"{job.delivered_message_id}"
@@ -161,6 +171,10 @@ def receipt_embed(job: Job, *, catalogue: Catalogue) -> discord.Embed:
         embed.description = t(loc, "video.next.undeliverable", ref=job.reference)
     else:
         embed.description = t(loc, "video.next", ref=job.reference)
+        if job.interaction_expires_at is not None and job.state in (S.PENDING, S.IN_PROGRESS):
+            # Edits go through the interaction, whose token lives 15 minutes: then /status.
+            embed.description += "\n" + t(loc, "video.updates", when=relative(job.interaction_expires_at),
+                                           ref=job.reference)
     return fit_embed(embed)
 
 
@@ -297,8 +311,9 @@ def delivered_text(job: Job, *, catalogue: Catalogue, compressed: bool, via_dm: 
     seed = str(job.seed) if job.seed is not None else t(loc, "status.field.seed.none")
     # One line (plain collapses newlines), so the whole prompt stays inside the quote block.
     prompt = plain(job.prompt, PROMPT_EXCERPT_CHARS)
-    parts = [t(loc, "deliver.done", mention=mention(job), ref=job.reference, prompt=prompt,
-               seed=seed, job_id=job_id_param(job), price=_job_price(job, catalogue, loc))]
+    parts = [t(loc, "deliver.done", mention=mention(job), ref=job.reference, prompt=prompt, seed=seed,
+               model=plain(_model_name(job, catalogue), FIELD_VALUE), job_id=job_id_param(job),
+               price=_job_price(job, catalogue, loc))]
     if via_dm:
         parts.append(t(loc, "deliver.dm_note", channel=job.channel_id))
     if compressed:

@@ -84,8 +84,13 @@ class Deliverer(Protocol):
         """
         ...
 
-    async def show_progress(self, job: Job) -> None:
-        """Refresh the original `/video` reply while its interaction token lives."""
+    async def show_progress(
+        self, job: Job, *, position: int | None = None, ready_at: float | None = None
+    ) -> None:
+        """Refresh the original `/video` reply while its interaction token lives.
+
+        `position` (its place among waiting jobs) and `ready_at` (its likely ready time) are shown when given.
+        """
         ...
 
 

@@ -63,8 +63,8 @@ async def test_settings_are_offered_only_to_members_who_can_manage_the_server(bo
     settings = (await payloads(bot))["settings"]
     assert settings["default_member_permissions"] == discord.Permissions(manage_guild=True).value
     assert sorted(options(settings)) == [
-        "blocklist", "budget_alert", "channels", "language", "limits", "log_channel", "member", "models", "reset",
-        "roles", "show", "timezone",
+        "blocklist", "budget_alert", "channels", "confirm", "language", "limits", "log_channel", "member", "models",
+        "reroll", "reset", "roles", "show", "timezone",
     ]
     for name, payload in (await payloads(bot)).items():
         if name not in ("settings", "credit"):
@@ -138,7 +138,7 @@ async def test_every_command_and_option_has_a_japanese_description_within_discor
         walk(payload)
         # Names stay as typed: `/video` everywhere.
         assert not payload.get("name_localizations")
-    settings_items = 1 + 12 + 6 + 1 + 2 + 2 + 1 + 1 + 2 + 2 + 2 + 1 + 1  # group, subcommands, their options
+    settings_items = 1 + 14 + 6 + 1 + 2 + 2 + 1 + 1 + 2 + 2 + 2 + 1 + 1 + 1 + 1  # group, subcommands, their options
     assert described == 3 + 2 + 1 + 3 + 2 + settings_items
 
 

@@ -12,7 +12,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "lifecycle.md"
 
 #: Written out by hand, apart from the code: a move added to TRANSITIONS alone fails the comparison.
 LEGAL_MOVES = {
-    (S.RECEIVED, S.SUBMITTING), (S.RECEIVED, S.REJECTED), (S.RECEIVED, S.INTERRUPTED),
+    (S.RECEIVED, S.SUBMITTING), (S.RECEIVED, S.REJECTED), (S.RECEIVED, S.INTERRUPTED), (S.RECEIVED, S.CANCELLED),
     (S.SUBMITTING, S.PENDING), (S.SUBMITTING, S.REJECTED), (S.SUBMITTING, S.UNKNOWN), (S.SUBMITTING, S.FAILED),
     (S.PENDING, S.IN_PROGRESS), (S.PENDING, S.COMPLETED), (S.PENDING, S.FAILED), (S.PENDING, S.STALLED),
     (S.IN_PROGRESS, S.COMPLETED), (S.IN_PROGRESS, S.FAILED), (S.IN_PROGRESS, S.STALLED),
@@ -50,4 +50,4 @@ def test_every_state_is_in_the_table_and_reachable() -> None:
 
 
 def test_final_states_are_the_ones_without_a_way_out() -> None:
-    assert {S.DELIVERED, S.FAILED, S.STALLED, S.REJECTED, S.UNKNOWN, S.INTERRUPTED} == FINAL_STATES
+    assert {S.DELIVERED, S.FAILED, S.STALLED, S.REJECTED, S.UNKNOWN, S.INTERRUPTED, S.CANCELLED} == FINAL_STATES

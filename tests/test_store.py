@@ -62,6 +62,7 @@ async def put_in_state(store: JobStore, target: JobState) -> int:
         S.REJECTED: [S.REJECTED],
         S.UNKNOWN: [S.SUBMITTING, S.UNKNOWN],
         S.INTERRUPTED: [S.INTERRUPTED],
+        S.CANCELLED: [S.CANCELLED],
     }[target]
     job = await store.add_submission(new_job())
     for step in path:
@@ -410,3 +411,14 @@ async def test_admission_is_race_free(tmp_path: Path) -> None:
     assert sum(not isinstance(r, BaseException) for r in results) == 1
     assert all(isinstance(r, AdmissionRefused) for r in results if isinstance(r, BaseException))
     await store.close()
+
+
+async def test_a_waiting_jobs_place_in_line_counts_the_waiting_jobs_before_it(store: JobStore) -> None:
+    first, second, third = [(await store.add_submission(new_job(user_id=n))).id for n in (1, 2, 3)]
+    await store.transition(first, S.SUBMITTING)
+    assert [await store.queue_position(job) for job in (first, second, third)] == [1, 2, 3]
+    await store.transition(first, S.PENDING)
+    await store.transition(first, S.IN_PROGRESS)  # generating: no longer in line
+    await store.transition(second, S.CANCELLED)
+    assert [await store.queue_position(job) for job in (first, second, third)] == [None, None, 1]
+    assert await store.queue_position(999) is None

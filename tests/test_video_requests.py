@@ -6,14 +6,15 @@ import asyncio
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from bot.app import build_client, server_rules
 from bot.models import BUILT_IN, DEFAULT_MODEL
 from bot.pacing import Pacer
 from bot.retry import CREATE_RETRY, READ_RETRY
 from bot.simulator import VideoServiceSimulator
-from bot.store import JobState, JobStore, NewJob
-from bot.video_requests import VideoRequests
+from bot.store import IllegalTransition, Job, JobState, JobStore, NewJob
+from bot.video_requests import RequestCancelled, VideoRequests
 from tests.cogs.helpers import bot_settings
 from tests.conftest import SIM_KEY
 
@@ -45,5 +46,39 @@ async def test_a_request_waiting_for_its_turn_is_not_yet_sending(
         await asyncio.gather(*sending)
         assert {(await store.get(job.id)).state for job in (first, second)} == {JobState.PENDING}
         assert simulator.creates_received == 2
+    finally:
+        await store.close()
+
+
+async def test_a_request_cancelled_while_it_waits_for_its_turn_is_never_sent(
+    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """Cancel is offered while the create waits for the pacing; `send` sees the cancel after its turn."""
+    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0")
+    store = await JobStore.open(settings.database_path)
+    slow = Pacer(0.4)  # key info now, the create's turn 2.5 s later: past WAITING_NOTICE_SECONDS
+    client = build_client(settings, http_session, pacer=slow, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
+    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
+    shown: list[int] = []
+
+    async def waiting(job: Job) -> None:
+        shown.append(job.id)
+        cancelled = await requests.cancel(job.id)
+        assert cancelled.state == JobState.CANCELLED and cancelled.told_at is not None
+
+    try:
+        job = await requests.record(request("cancel me"))
+        with pytest.raises(RequestCancelled):
+            await requests.send(job, on_waiting=waiting)
+        assert shown == [job.id]
+        assert (await store.get(job.id)).state == JobState.CANCELLED
+        assert simulator.creates_received == 0
+        # Nothing to tell it later: the click answered.
+        assert await store.untold(older_than=float("inf"), max_notice_attempts=5) == []
+        # Once it is on its way there is no cancel.
+        sent = await requests.submit(request("too late"))
+        with pytest.raises(IllegalTransition):
+            await requests.cancel(sent.id)
+        assert simulator.creates_received == 1
     finally:
         await store.close()

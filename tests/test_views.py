@@ -83,7 +83,7 @@ def test_the_delivered_text_pings_the_requester_and_defuses_the_prompt() -> None
     # Whatever still looks like a mention is outside what the message may ping.
     pingable = {int(user_id) for user_id in re.findall(r"<@[!&]?(\d+)>", text)}
     assert pingable == {REQUESTER}
-    assert "Seed: 7 · Job: `vid_abc` · Cost: ¥250" in text
+    assert "Seed: 7 · Model: Video 2.0 Fast · Job: `vid_abc` · Cost: ¥250" in text
 
 
 def test_a_multi_line_prompt_stays_inside_the_quote() -> None:

@@ -49,6 +49,8 @@ class ProgressEdit:
     job_id: int
     state: JobState
     at: float
+    position: int | None = None
+    ready_at: float | None = None
 
 
 class RecordingDeliverer:
@@ -85,8 +87,10 @@ class RecordingDeliverer:
             Announcement(job.id, event, job.state, job.service_job_id, self._clock(), via_interaction)
         )
 
-    async def show_progress(self, job: Job) -> None:
-        self.progress.append(ProgressEdit(job.id, job.state, self._clock()))
+    async def show_progress(
+        self, job: Job, *, position: int | None = None, ready_at: float | None = None
+    ) -> None:
+        self.progress.append(ProgressEdit(job.id, job.state, self._clock(), position, ready_at))
 
     def events_for(self, job_id: int) -> list[str]:
         return [a.event for a in self.announcements if a.job_id == job_id]

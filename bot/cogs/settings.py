@@ -18,7 +18,7 @@ from bot import settings_views
 from bot.blocklist import MAX_TERMS, clean_term
 from bot.discord_text import inline_code, shorten
 from bot.i18n import described, t
-from bot.server_settings import MAX_ACTIVE_JOBS, MAX_COOLDOWN_SECONDS, MAX_LISTED, MAX_YEN, SETTING_KEYS
+from bot.server_settings import MAX_ACTIVE_JOBS, MAX_COOLDOWN_SECONDS, MAX_LISTED, MAX_YEN, REROLL_BY, SETTING_KEYS
 from bot.tree import respond
 
 if TYPE_CHECKING:
@@ -265,6 +265,19 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
     @app_commands.describe(yen=described("cmd.settings.budget_alert.yen"))
     async def budget_alert(self, interaction: Interaction, yen: Yen) -> None:
         await self._changed(interaction, {"budget_alert_yen": _cap(yen)})
+
+    @app_commands.command(name="reroll", description=described("cmd.settings.reroll"))
+    @app_commands.describe(who=described("cmd.settings.reroll.who"))
+    @app_commands.choices(who=[
+        app_commands.Choice(name=described(f"setting.value.reroll.{value}"), value=value) for value in REROLL_BY
+    ])
+    async def reroll(self, interaction: Interaction, who: app_commands.Choice[str]) -> None:
+        await self._changed(interaction, {"reroll_by": who.value})
+
+    @app_commands.command(name="confirm", description=described("cmd.settings.confirm"))
+    @app_commands.describe(enabled=described("cmd.settings.confirm.enabled"))
+    async def confirm(self, interaction: Interaction, enabled: bool) -> None:
+        await self._changed(interaction, {"confirm_before_spending": enabled})
 
 
 async def setup(bot: VideoBot) -> None:

@@ -8,11 +8,10 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot import views
+from bot.buttons import offer_confirmation, start_request
 from bot.i18n import described
 from bot.models import Catalogue
 from bot.store import NewJob
-from bot.tree import respond
 from bot.validation import MAX_PROMPT_CHARS, MAX_SEED, MIN_SEED
 from bot.video_requests import interaction_expiry
 
@@ -55,29 +54,26 @@ class VideoCog(commands.Cog):
         # Input that cannot succeed is refused by `record` before anything else: no row, no request, no cost.
         member = interaction.user
         roles = [role.id for role in member.roles] if isinstance(member, discord.Member) else []
+        request = NewJob(
+            model=model or "",  # "" for the server's default; `record` applies the server's model rules
+            prompt=prompt,
+            seed=seed,
+            user_id=member.id,
+            guild_id=interaction.guild_id,
+            channel_id=interaction.channel_id or 0,
+            locale=interaction.locale.value,
+            upload_limit_bytes=interaction.filesize_limit,
+            interaction_token=interaction.token,
+            interaction_expires_at=interaction_expiry(interaction.created_at.timestamp()),
+        )
+        server = await self.bot.requests.rules.effective(interaction.guild_id)
+        if server.confirm_before_spending:
+            # Nothing is written as a job or sent until the requester clicks Generate in time.
+            await offer_confirmation(interaction, request)
+            return
         # Written down before the acknowledgement: every request the member saw acknowledged exists,
         # so a crash at any later instant still ends with a final message for it.
-        requests = self.bot.requests
-        job = await requests.record(
-            NewJob(
-                model=model or "",  # "" for the server's default; `record` applies the server's model rules
-                prompt=prompt,
-                seed=seed,
-                user_id=member.id,
-                guild_id=interaction.guild_id,
-                channel_id=interaction.channel_id or 0,
-                locale=interaction.locale.value,
-                upload_limit_bytes=interaction.filesize_limit,
-                interaction_token=interaction.token,
-                interaction_expires_at=interaction_expiry(interaction.created_at.timestamp()),
-            ),
-            role_ids=roles,
-        )
-        await interaction.response.defer(ephemeral=True, thinking=True)
-        job = await requests.send(job)
-        message = await respond(interaction, embed=views.receipt_embed(job, catalogue=self.bot.catalogue))
-        if message is not None:
-            await self.bot.requests.remember_reply(job, message.id)
+        await start_request(interaction, request, roles)
 
 
 def video_command(cog: VideoCog, catalogue: Catalogue) -> app_commands.Command[VideoCog, ..., None]:

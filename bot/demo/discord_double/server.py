@@ -43,6 +43,8 @@ INTERACTION_COMPONENT = 3
 INTERACTION_AUTOCOMPLETE = 4
 INTERACTION_MODAL_SUBMIT = 5
 
+COMPONENT_BUTTON = 2
+
 CALLBACK_MESSAGE = 4
 CALLBACK_DEFERRED_MESSAGE = 5
 CALLBACK_DEFERRED_UPDATE = 6
@@ -73,7 +75,7 @@ MESSAGE_REPLY = 19
 MESSAGE_CHAT_INPUT_COMMAND = 20
 
 # Keys kept on stored messages for tests that Discord never sends back.
-_PRIVATE_MESSAGE_KEYS = frozenset({"attachments_data", "allowed_mentions", "deleted"})
+_PRIVATE_MESSAGE_KEYS = frozenset({"attachments_data", "allowed_mentions", "deleted", "interaction_user_id"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -144,6 +146,7 @@ class InteractionRecord:
     created_at: float
     acknowledged: bool = False
     original_message_id: str | None = None
+    message: dict[str, Any] | None = None  # a component interaction's message (the stored one)
 
 
 @dataclass
@@ -352,17 +355,17 @@ class DiscordDouble:
         resolved = self._resolved(target, data_options)
         if sub:
             data_options = [{"name": sub, "type": _commands.OPTION_SUB_COMMAND, "options": data_options}]
+        data = self._command_data(command, guild_scoped, data_options)
+        if resolved:
+            data["resolved"] = resolved
         return await self._send_interaction(
             INTERACTION_APPLICATION_COMMAND,
-            command,
-            guild_scoped,
-            data_options,
+            data,
             user_id=user_id,
             channel_id=channel_id,
             locale=locale,
             attachment_size_limit=attachment_size_limit,
             roles=roles,
-            resolved=resolved,
         )
 
     def _resolved(self, command: dict[str, Any], data_options: list[dict[str, Any]]) -> dict[str, Any]:
@@ -412,13 +415,47 @@ class DiscordDouble:
         data_options = _commands.build_options(command, values, focused=focused_option)
         return await self._send_interaction(
             INTERACTION_AUTOCOMPLETE,
-            command,
-            guild_scoped,
-            data_options,
+            self._command_data(command, guild_scoped, data_options),
             user_id=user_id,
             channel_id=channel_id,
             locale=locale,
             attachment_size_limit=attachment_size_limit,
+            roles=roles,
+        )
+
+    async def send_component(
+        self,
+        message: dict[str, Any],
+        custom_id: str,
+        *,
+        user_id: int = 600_000_000_000_000_001,
+        locale: str = "en-US",
+        roles: list[int] | None = None,
+    ) -> InteractionRecord:
+        """A user clicks the button `custom_id` of a stored message (a channel message or an interaction's).
+
+        As in Discord's client, only a button the message shows can be clicked, on a message that still exists;
+        an ephemeral message only by the member it was shown to.
+        """
+        buttons = [c for row in message.get("components") or [] for c in row.get("components") or []]
+        button = next((c for c in buttons if c.get("custom_id") == custom_id), None)
+        if button is None or message.get("deleted"):
+            raise LookupError(f"message {message['id']} shows no button {custom_id!r}")
+        if button.get("disabled"):
+            raise LookupError(f"the button {custom_id!r} is disabled")
+        owner = message.get("interaction_user_id")
+        if message["flags"] & FLAG_EPHEMERAL and owner is not None and owner != user_id:
+            raise LookupError(f"message {message['id']} is ephemeral: only user {owner} sees it")
+        data = {"custom_id": custom_id, "component_type": int(button.get("type", COMPONENT_BUTTON))}
+        return await self._send_interaction(
+            INTERACTION_COMPONENT,
+            data,
+            name=custom_id,
+            message=message,
+            user_id=user_id,
+            channel_id=int(message["channel_id"]),
+            locale=locale,
+            attachment_size_limit=None,
             roles=roles,
         )
 
@@ -492,19 +529,31 @@ class DiscordDouble:
         synced = {str(k): [c["name"] for c in v] for k, v in self.synced_commands.items()}
         raise LookupError(f"/{name} has not been synced to the double (synced: {synced or 'nothing'})")
 
+    def _command_data(
+        self, command: dict[str, Any], guild_scoped: bool, data_options: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": command["id"],
+            "name": command["name"],
+            "type": _commands.COMMAND_CHAT_INPUT,
+            "options": data_options,
+        }
+        if guild_scoped:
+            data["guild_id"] = str(self.guild_id)
+        return data
+
     async def _send_interaction(
         self,
         kind: int,
-        command: dict[str, Any],
-        guild_scoped: bool,
-        data_options: list[dict[str, Any]],
+        data: dict[str, Any],
         *,
+        name: str | None = None,
+        message: dict[str, Any] | None = None,
         user_id: int,
         channel_id: int | None,
         locale: str,
         attachment_size_limit: int | None,
         roles: list[int] | None,
-        resolved: dict[str, Any] | None = None,
     ) -> InteractionRecord:
         channel_id = self.channel_ids[0] if channel_id is None else channel_id
         if channel_id not in self._channels:
@@ -524,16 +573,6 @@ class DiscordDouble:
 
         interaction_id = str(self._ids.next())
         token = "aW50ZXJhY3Rpb24" + secrets.token_urlsafe(96)
-        data: dict[str, Any] = {
-            "id": command["id"],
-            "name": command["name"],
-            "type": _commands.COMMAND_CHAT_INPUT,
-            "options": data_options,
-        }
-        if guild_scoped:
-            data["guild_id"] = str(self.guild_id)
-        if resolved:
-            data["resolved"] = resolved
         member_payload = self._member_payload(member, roles=member_roles)
         member_payload["permissions"] = str(self._permissions(member_roles))
         payload: dict[str, Any] = {
@@ -557,16 +596,20 @@ class DiscordDouble:
             "authorizing_integration_owners": {"0": str(self.guild_id)},
             "context": 0,
         }
+        if message is not None:
+            # A component interaction carries the message its component is on.
+            payload["message"] = self._wire(message)
         record = InteractionRecord(
             id=interaction_id,
             token=token,
             type=kind,
-            name=command["name"],
+            name=name if name is not None else data["name"],
             channel_id=channel_id,
             user_id=user_id,
             attachment_size_limit=size_limit,
             payload=payload,
             created_at=time.monotonic(),
+            message=message,
         )
         self._interactions[interaction_id] = record
         self._interactions_by_token[token] = record
@@ -1254,6 +1297,7 @@ class DiscordDouble:
                     placeholder=True,
                 )
                 message["flags"] |= FLAG_LOADING
+            message["interaction_user_id"] = record.user_id
             record.original_message_id = message["id"]
             messages = self.webhook_messages.setdefault(record.token, {})
             messages[message["id"]] = message
@@ -1263,6 +1307,20 @@ class DiscordDouble:
             interaction["response_message_ephemeral"] = bool(message["flags"] & FLAG_EPHEMERAL)
             resource["message"] = self._wire(message)
             await self._announce("MESSAGE_CREATE", message)
+        elif kind in (CALLBACK_DEFERRED_UPDATE, CALLBACK_UPDATE_MESSAGE):
+            # The response is the message the component is on: updated now (7) or by a later edit (6).
+            target = record.message
+            if target is None or target["deleted"]:
+                raise DiscordError(404, 10008, "Unknown Message")
+            if kind == CALLBACK_UPDATE_MESSAGE:
+                self._apply_message_fields(target, data, uploads, default_parse=PARSE_USERS)
+                target["edited_timestamp"] = _payloads.iso_now()
+                await self._announce("MESSAGE_UPDATE", target)
+            record.original_message_id = target["id"]
+            messages = self.webhook_messages.setdefault(record.token, {})
+            messages[target["id"]] = target
+            messages["@original"] = target
+            resource["message"] = self._wire(target)
         record.acknowledged = True
         return {"interaction": interaction, "resource": resource}
 
@@ -1296,6 +1354,7 @@ class DiscordDouble:
             message_type=MESSAGE_DEFAULT,
             webhook=True,
         )
+        message["interaction_user_id"] = record.user_id
         self.webhook_messages.setdefault(record.token, {})[message["id"]] = message
         await self._announce("MESSAGE_CREATE", message)
         if request.query.get("wait", "").lower() in ("1", "true"):

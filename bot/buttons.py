@@ -1,0 +1,356 @@
+"""The buttons: Re-roll and Delete on a posted video, Confirm/Generate and Cancel on an offer, Cancel on a
+request waiting to be sent.
+
+Each is a `DynamicItem` whose custom id carries the bot's own row id (a job's or an offer's, never the
+service's id), registered at start-up (`VideoBot.setup_hook`), so a button keeps working after a restart.
+A click reads everything from the database; a click on a row the bot no longer has gets a private answer.
+Whatever spends money goes through `VideoRequests.record` and `send`, exactly as `/video` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any, Protocol, Self, cast
+
+import discord
+
+from bot import views
+from bot.discord_text import fit_content, plain
+from bot.i18n import t, yen
+from bot.lifecycle import JobState
+from bot.models import Catalogue, choose_model
+from bot.offers import Offers, new_seed, request_of
+from bot.store import IllegalTransition, Job, JobNotFound, NewJob, Offer, OfferOutcome
+from bot.tree import answer_error, respond
+from bot.video_requests import RequestCancelled, VideoRequests, interaction_expiry
+
+log = logging.getLogger(__name__)
+
+Interaction = discord.Interaction[Any]
+Button = discord.ui.Button[discord.ui.View]
+
+
+class ButtonHost(Protocol):
+    """What a click needs from the bot (VideoBot); the bot imports this module, never the reverse."""
+
+    requests: VideoRequests
+    catalogue: Catalogue
+    offers: Offers
+
+
+def _host(interaction: Interaction) -> ButtonHost:
+    return cast(ButtonHost, interaction.client)
+
+
+def _roles(interaction: Interaction) -> list[int]:
+    member = interaction.user
+    return [role.id for role in member.roles] if isinstance(member, discord.Member) else []
+
+
+async def _private(interaction: Interaction, key: str, **params: object) -> None:
+    await respond(interaction, fit_content(t(interaction.locale.value, key, **params)), ephemeral=True)
+
+
+async def _guarded(interaction: Interaction, handler: Callable[[Interaction], Awaitable[None]]) -> None:
+    """A click's errors reach the clicker like a command's (discord.py only logs a button's exceptions)."""
+    try:
+        await handler(interaction)
+    except Exception as exc:
+        await answer_error(interaction, exc)
+
+
+# -- the request flow shared by /video and the buttons that spend -------------------------------------
+
+
+async def start_request(interaction: Interaction, request: NewJob, role_ids: Collection[int], *,
+                        offer_id: int | None = None) -> None:
+    """Record (every rule), acknowledge, send, show the receipt; Cancel is offered while it waits for its turn.
+
+    A slash command's first answer is deferred here; a button's was given already (its message updated), so
+    its answers are follow-ups. Refusals raise before anything is written or spent.
+    """
+    host = _host(interaction)
+    requests = host.requests
+    job = await requests.record(request, role_ids)
+    if offer_id is not None:
+        await host.offers.started(offer_id, job.id)
+    slash = not interaction.response.is_done()
+    if slash:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+    reply: discord.Message | None = None
+
+    async def waiting(job: Job) -> None:
+        nonlocal reply
+        view = discord.ui.View(timeout=None).add_item(CancelJobButton(job.id, t(job.locale, "button.cancel")))
+        text = t(job.locale, "cancel.waiting", ref=job.reference)
+        if slash:
+            interaction.extras["answered"] = True
+            reply = await interaction.edit_original_response(content=text, view=view)
+        else:
+            reply = await interaction.followup.send(text, view=view, ephemeral=True, wait=True)
+
+    try:
+        job = await requests.send(job, on_waiting=waiting)
+    except RequestCancelled:
+        return  # the click that cancelled it has answered
+    except Exception as exc:
+        if reply is None:
+            raise
+        await answer_error(interaction, exc, reply=reply)
+        return
+    receipt = views.receipt_embed(job, catalogue=host.catalogue, position=await requests.queue_position(job),
+                                  ready_at=requests.ready_at(job))
+    message = await respond(interaction, embed=receipt) if reply is None else \
+        await reply.edit(content=None, embed=receipt, view=None)
+    if message is not None:
+        await requests.remember_reply(job, message.id)
+
+
+def offer_view(offer: Offer, locale: str) -> discord.ui.View:
+    go = "button.confirm" if offer.kind == "reroll" else "button.generate"
+    return (discord.ui.View(timeout=None)
+            .add_item(OfferGoButton(offer.id, t(locale, go)))
+            .add_item(OfferCancelButton(offer.id, t(locale, "button.cancel"))))
+
+
+async def show_offer(interaction: Interaction, offer: Offer, text: str) -> None:
+    """The offer, privately, with its buttons; at its expiry, unless used, it says so and loses them."""
+    locale = interaction.locale.value
+    await interaction.response.send_message(fit_content(text), view=offer_view(offer, locale), ephemeral=True,
+                                            allowed_mentions=discord.AllowedMentions.none())
+
+    async def expired() -> None:
+        with contextlib.suppress(discord.HTTPException):
+            await interaction.edit_original_response(content=t(locale, "offer.expired"), view=None)
+
+    _host(interaction).offers.expire_later(offer, expired)
+
+
+async def offer_confirmation(interaction: Interaction, request: NewJob) -> None:
+    """Confirm before spending: /video answers with the price, model and prompt, and Generate and Cancel."""
+    host = _host(interaction)
+    # The same choice `record` makes, to name the price; `record` makes it again (and checks it) on Generate.
+    server = await host.requests.rules.effective(request.guild_id)
+    model = choose_model(host.catalogue, request.model or None, allowed=server.allowed_models,
+                         default=server.default_model)
+    host.requests.validate(request.prompt, request.seed, model.id)
+    offer = await host.offers.confirm(request)
+    locale = interaction.locale.value
+    await show_offer(interaction, offer, t(
+        locale, "confirm.offer", model=plain(model.name, 100), price=yen(host.catalogue.price_of(model.id), locale),
+        prompt=plain(request.prompt, views.PROMPT_EXCERPT_CHARS), when=views.relative(offer.expires_at)))
+
+
+# -- on a posted video ---------------------------------------------------------------------------------
+
+
+async def _known_job(interaction: Interaction, job_id: int) -> Job | None:
+    try:
+        job = await _host(interaction).requests.get(job_id)
+    except JobNotFound:
+        job = None
+    if job is None or (interaction.guild_id is not None and job.guild_id != interaction.guild_id):
+        await _private(interaction, "button.unknown")
+        return None
+    return job
+
+
+async def _may_reroll(interaction: Interaction, job: Job) -> bool:
+    if job.guild_id is not None and interaction.user.id != job.user_id:
+        server = await _host(interaction).requests.rules.effective(job.guild_id)
+        if server.reroll_by == "requester":
+            await _private(interaction, "reroll.not_allowed")
+            return False
+    if not job.prompt:
+        await _private(interaction, "reroll.prompt_erased", ref=job.reference)
+        return False
+    return True
+
+
+class RerollButton(discord.ui.DynamicItem[Button], template=r"video:reroll:(?P<job>[0-9]+)"):
+    def __init__(self, job_id: int, label: str) -> None:
+        self.job_id = job_id
+        super().__init__(discord.ui.Button(label=label, style=discord.ButtonStyle.primary,
+                                           custom_id=f"video:reroll:{job_id}"))
+
+    @classmethod
+    async def from_custom_id(cls, interaction: Interaction, item: discord.ui.Item[Any], match: Any, /) -> Self:
+        return cls(int(match["job"]), getattr(item, "label", None) or "")
+
+    async def callback(self, interaction: Interaction) -> None:
+        await _guarded(interaction, self._clicked)
+
+    async def _clicked(self, interaction: Interaction) -> None:
+        job = await _known_job(interaction, self.job_id)
+        if job is None or not await _may_reroll(interaction, job):
+            return
+        host = _host(interaction)
+        locale = interaction.locale.value
+        price = host.catalogue.price_of(job.model)  # raises ModelUnavailable for a model gone since
+        offer = await host.offers.reroll(job.id, user_id=interaction.user.id, guild_id=job.guild_id,
+                                         channel_id=job.channel_id, locale=locale, model=job.model)
+        await show_offer(interaction, offer, t(
+            locale, "reroll.offer", ref=job.reference, model=plain(host.catalogue.get(job.model).name, 100),
+            price=yen(price, locale), when=views.relative(offer.expires_at)))
+
+
+class DeleteButton(discord.ui.DynamicItem[Button], template=r"video:delete:(?P<job>[0-9]+)"):
+    def __init__(self, job_id: int, label: str) -> None:
+        self.job_id = job_id
+        super().__init__(discord.ui.Button(label=label, style=discord.ButtonStyle.secondary,
+                                           custom_id=f"video:delete:{job_id}"))
+
+    @classmethod
+    async def from_custom_id(cls, interaction: Interaction, item: discord.ui.Item[Any], match: Any, /) -> Self:
+        return cls(int(match["job"]), getattr(item, "label", None) or "")
+
+    async def callback(self, interaction: Interaction) -> None:
+        await _guarded(interaction, self._clicked)
+
+    async def _clicked(self, interaction: Interaction) -> None:
+        job = await _known_job(interaction, self.job_id)
+        if job is None:
+            return
+        # The post goes; the job stays in the ledger.
+        if interaction.user.id != job.user_id and not interaction.permissions.manage_messages:
+            await _private(interaction, "delete.refused")
+            return
+        await _private(interaction, "delete.done")
+        if interaction.message is not None:
+            await interaction.message.delete()
+        log.info("the post of request %s was deleted by user %s", job.reference, interaction.user.id)
+
+
+def video_buttons(job: Job) -> discord.ui.View:
+    """The buttons under a posted video, labelled in its requester's language."""
+    return (discord.ui.View(timeout=None)
+            .add_item(RerollButton(job.id, t(job.locale, "button.reroll")))
+            .add_item(DeleteButton(job.id, t(job.locale, "button.delete"))))
+
+
+# -- on an offer -----------------------------------------------------------------------------------------
+
+
+async def _own_offer(interaction: Interaction, offer_id: int) -> Offer | None:
+    offer = await _host(interaction).offers.get(offer_id)
+    if offer is None:
+        await _private(interaction, "button.unknown")
+        return None
+    if offer.user_id != interaction.user.id:
+        await _private(interaction, "button.not_yours")
+        return None
+    return offer
+
+
+async def _use(interaction: Interaction, offer: Offer, outcome: OfferOutcome) -> bool:
+    """Use the offer once: True for the one click whose UPDATE passed; every other click is told why not."""
+    offers = _host(interaction).offers
+    if await offers.use(offer.id, outcome):
+        return True
+    current = await offers.get(offer.id)
+    # Unused yet refused: its time has passed (its timer may not have closed it yet).
+    expired = current is not None and (current.outcome == "expired" or current.used_at is None)
+    await _private(interaction, "offer.expired" if expired else "offer.already")
+    return False
+
+
+class OfferGoButton(discord.ui.DynamicItem[Button], template=r"video:offer:(?P<offer>[0-9]+):go"):
+    def __init__(self, offer_id: int, label: str) -> None:
+        self.offer_id = offer_id
+        super().__init__(discord.ui.Button(label=label, style=discord.ButtonStyle.success,
+                                           custom_id=f"video:offer:{offer_id}:go"))
+
+    @classmethod
+    async def from_custom_id(cls, interaction: Interaction, item: discord.ui.Item[Any], match: Any, /) -> Self:
+        return cls(int(match["offer"]), getattr(item, "label", None) or "")
+
+    async def callback(self, interaction: Interaction) -> None:
+        await _guarded(interaction, self._clicked)
+
+    async def _clicked(self, interaction: Interaction) -> None:
+        offer = await _own_offer(interaction, self.offer_id)
+        if offer is None:
+            return
+        prompt: str | None = None
+        seed: int | None = None
+        if offer.kind == "reroll":
+            assert offer.source_job_id is not None
+            source = await _known_job(interaction, offer.source_job_id)
+            if source is None or not await _may_reroll(interaction, source):
+                return
+            prompt = source.prompt
+            seed = new_seed(_host(interaction).catalogue.get(source.model))
+        if not await _use(interaction, offer, "used"):
+            return
+        # The offer's message keeps its text and loses its buttons; the request's answers follow it.
+        await interaction.response.edit_message(view=None)
+        request = request_of(
+            offer, user_id=interaction.user.id, prompt=prompt, seed=seed, interaction_token=interaction.token,
+            interaction_expires_at=interaction_expiry(interaction.created_at.timestamp()),
+            upload_limit_bytes=interaction.filesize_limit,
+        )
+        await start_request(interaction, request, _roles(interaction), offer_id=offer.id)
+
+
+class OfferCancelButton(discord.ui.DynamicItem[Button], template=r"video:offer:(?P<offer>[0-9]+):cancel"):
+    def __init__(self, offer_id: int, label: str) -> None:
+        self.offer_id = offer_id
+        super().__init__(discord.ui.Button(label=label, style=discord.ButtonStyle.secondary,
+                                           custom_id=f"video:offer:{offer_id}:cancel"))
+
+    @classmethod
+    async def from_custom_id(cls, interaction: Interaction, item: discord.ui.Item[Any], match: Any, /) -> Self:
+        return cls(int(match["offer"]), getattr(item, "label", None) or "")
+
+    async def callback(self, interaction: Interaction) -> None:
+        await _guarded(interaction, self._clicked)
+
+    async def _clicked(self, interaction: Interaction) -> None:
+        offer = await _own_offer(interaction, self.offer_id)
+        if offer is None or not await _use(interaction, offer, "cancelled"):
+            return
+        await interaction.response.edit_message(content=t(interaction.locale.value, "offer.cancelled"), view=None)
+
+
+# -- on a request waiting for the bot's turn ------------------------------------------------------------------
+
+
+class CancelJobButton(discord.ui.DynamicItem[Button], template=r"video:job:(?P<job>[0-9]+):cancel"):
+    def __init__(self, job_id: int, label: str) -> None:
+        self.job_id = job_id
+        super().__init__(discord.ui.Button(label=label, style=discord.ButtonStyle.secondary,
+                                           custom_id=f"video:job:{job_id}:cancel"))
+
+    @classmethod
+    async def from_custom_id(cls, interaction: Interaction, item: discord.ui.Item[Any], match: Any, /) -> Self:
+        return cls(int(match["job"]), getattr(item, "label", None) or "")
+
+    async def callback(self, interaction: Interaction) -> None:
+        await _guarded(interaction, self._clicked)
+
+    async def _clicked(self, interaction: Interaction) -> None:
+        job = await _known_job(interaction, self.job_id)
+        if job is None:
+            return
+        if job.user_id != interaction.user.id:
+            await _private(interaction, "button.not_yours")
+            return
+        locale = interaction.locale.value
+        try:
+            job = await _host(interaction).requests.cancel(job.id)
+        except IllegalTransition:
+            job = await _host(interaction).requests.get(job.id)
+            if job.state == JobState.CANCELLED or job.state in (JobState.REJECTED, JobState.INTERRUPTED):
+                await _private(interaction, "cancel.ended", ref=job.reference, state=views.state_name(job, locale))
+            else:
+                # On its way or accepted: the service has no cancel.
+                await _private(interaction, "cancel.too_late", ref=job.reference)
+            return
+        log.info("request %s was cancelled by its requester before it was sent", job.reference)
+        await interaction.response.edit_message(content=t(locale, "cancel.done", ref=job.reference), view=None)
+
+
+#: Registered with `bot.add_dynamic_items` at start-up, so every button ever posted resolves after a restart.
+DYNAMIC_ITEMS = (RerollButton, DeleteButton, OfferGoButton, OfferCancelButton, CancelJobButton)
