@@ -197,6 +197,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     startup_peak = memory.peak_rss_kib()
     peak_reset = memory.reset_peak()
     cpu_start = time.process_time()
+    threads_start = memory.cpu_by_thread()
     started = time.monotonic()
     stalls = StallMonitor()
     stalls.start()
@@ -220,6 +221,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         timed_out = True
     finished = time.monotonic()
     cpu_s = time.process_time() - cpu_start
+    threads_cpu = {kind: seconds - threads_start.get(kind, 0.0) for kind, seconds in memory.cpu_by_thread().items()}
     await stalls.stop()
     if not timed_out:
         await _settle(services.store, settings.poll_interval_seconds)
@@ -247,6 +249,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "started_at": started,
         "finished_at": finished,
         "cpu_s": cpu_s,
+        "cpu_s_by_thread": threads_cpu,
         "rss_start_kib": rss_start,
         "peak_rss_kib": max(startup_peak, run_peak) if peak_reset else run_peak,
         "run_peak_kib": run_peak if peak_reset else None,
