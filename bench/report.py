@@ -148,6 +148,10 @@ def summarise(scenario: Scenario, bot: Mapping[str, Any], sim: Mapping[str, Any]
         "cpu_s": _round(bot["cpu_s"]),
         "cpu_ms_per_poll": _round(1000 * bot["cpu_s"] / status_requests if status_requests else None),
         "cpu_ms_per_job": _round(1000 * bot["cpu_s"] / jobs),
+        # Where it goes: the event loop's thread, aiosqlite's thread (SQL and commits), the executor (files).
+        "cpu_ms_per_job_by_thread": {
+            kind: _round(1000 * seconds / jobs) for kind, seconds in bot.get("cpu_s_by_thread", {}).items()
+        },
         "worst_stall_ms": _round(bot.get("worst_stall_ms"), 1),
         "request_to_post_p99_s": _round(percentile(request_to_post, 0.99), 1),
         "recovered_lag_p99_s": _round(recovered, 2),
@@ -199,6 +203,13 @@ def _le(value: float | None, limit: float) -> bool:
 
 def _fmt(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def _thread_split(run: Mapping[str, Any]) -> str:
+    split = run.get("cpu_ms_per_job_by_thread") or {}
+    if not split:
+        return "-"
+    return " / ".join(_fmt(split.get(kind), 2) for kind in ("event loop", "sqlite", "executor"))
 
 
 def _refused(refused: dict[str, int]) -> str:
@@ -403,8 +414,8 @@ def render_markdown(
         "Lag in seconds and, in brackets, in multiples of the poll interval.",
         "",
         "| run | detect p50 | detect p99 | post p50 | post p99 | request to post p99 | 429s by endpoint | span s | "
-        "CPU s | CPU ms/job | CPU busy | worst stall ms | start RSS MiB |",
-        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "CPU s | CPU ms/job | CPU ms/job: loop / sqlite / files | CPU busy | worst stall ms | start RSS MiB |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|",
     ]
     for run in runs:
         refused = ", ".join(f"{name} {count:,}" for name, count in sorted(run["responses_429_by_endpoint"].items()))
@@ -412,7 +423,7 @@ def render_markdown(
             f"| {run['name']} | {_cell(run, 'detect_p50_s', 1)} | {_cell(run, 'detect_p99_s', 1)} | "
             f"{_cell(run, 'post_p50_s', 2)} | {_cell(run, 'post_p99_s', 2)} | "
             f"{_cell(run, 'request_to_post_p99_s', 1)} | {refused or '-'} | {_cell(run, 'span_s', 0)} | "
-            f"{_cell(run, 'cpu_s', 2)} | {_cell(run, 'cpu_ms_per_job', 3)} | "
+            f"{_cell(run, 'cpu_s', 2)} | {_cell(run, 'cpu_ms_per_job', 3)} | {_thread_split(run)} | "
             f"{_cell(run, 'cpu_busy')} | {_cell(run, 'worst_stall_ms', 1)} | "
             f"{_cell(run, 'start_rss_mib', 1)} |"
         )

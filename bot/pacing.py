@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 
 class Pacer:
@@ -15,14 +15,23 @@ class Pacer:
     """
 
     def __init__(
-        self, rate: float, *, burst: int = 1, turns: int = 1, clock: Callable[[], float] = time.monotonic
+        self,
+        rate: float,
+        *,
+        burst: int = 1,
+        turns: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if rate <= 0 or burst < 1 or turns < 1:
             raise ValueError("rate must be above 0, burst and turns at least 1")
         self._interval = 1.0 / rate
         self._tolerance = (burst - 1) * self._interval
         self._clock = clock
+        self._sleep = sleep
         self._theoretical_arrival = 0.0
+        # The same account kept on the moments calls really went (a late wake-up goes later than its slot).
+        self._sent_arrival = 0.0
         self._turns = turns  # turns taken ahead of their request, outstanding at once
         self._ahead: asyncio.Semaphore | None = None  # made on first use, inside the running loop
 
@@ -40,12 +49,24 @@ class Pacer:
     def ready_in(self) -> float:
         """Seconds until a request reserved now could leave, without reserving anything."""
         now = self._clock()
-        return max(0.0, max(self._theoretical_arrival, now) - self._tolerance - now)
+        return max(0.0, max(self._theoretical_arrival, now) - self._tolerance - now, self._sent_in(now))
+
+    def _sent_in(self, now: float) -> float:
+        return max(0.0, self._sent_arrival - self._tolerance - now)
 
     async def wait(self) -> None:
         delay = self.reserve()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        while True:
+            if delay > 0:
+                await self._sleep(delay)
+            # A loop busy for longer than the waits wakes every sleeper at once, and they would leave
+            # together: hold to the rate on the moments calls really leave (measured in bench/: a
+            # 70 ms stall at 200 calls/s drew a 429 from a limit 25 % above the rate).
+            now = self._clock()
+            delay = self._sent_in(now)
+            if delay <= 0:
+                self._sent_arrival = max(self._sent_arrival, now) + self._interval
+                return
 
     async def take_turn(self) -> Turn:
         """Wait for a slot for a request sent a moment later (after a write-ahead); release it once sent.

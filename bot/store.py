@@ -471,20 +471,23 @@ class JobStore:
     async def transition(self, job_id: int, target: JobState, **changes: Any) -> Job:
         """Move a job to `target` if the table allows it, updating other columns in the same statement."""
         async with self._write():
-            await self._move(job_id, target, changes)
-        return await self.get(job_id)
+            moved = await self._move(job_id, target, changes)
+        return moved
 
-    async def _move(self, job_id: int, target: JobState, changes: Mapping[str, Any]) -> None:
-        """The one place a state changes (inside a write transaction), checked against TRANSITIONS."""
+    async def _move(self, job_id: int, target: JobState, changes: Mapping[str, Any]) -> Job:
+        """The one place a state changes (inside a write transaction), checked against TRANSITIONS.
+
+        Returns the row as moved (RETURNING: no second read after the commit).
+        """
         sources = sources_of(target)
         assignments = {"state": target, "updated_at": self._clock(), **changes}
         _check_columns(assignments)
         sets = ", ".join(f"{column} = ?" for column in assignments)
-        cursor = await self._db.execute(
-            f"UPDATE jobs SET {sets} WHERE id = ? AND state IN ({_marks(sources)})",
+        rows = list(await self._db.execute_fetchall(
+            f"UPDATE jobs SET {sets} WHERE id = ? AND state IN ({_marks(sources)}) RETURNING *",
             (*assignments.values(), job_id, *sources),
-        )
-        if cursor.rowcount != 1:
+        ))
+        if len(rows) != 1:
             row = await self._one("SELECT state FROM jobs WHERE id = ?", (job_id,))
             raise IllegalTransition(job_id, row[0] if row else None, target)
         kind = AUDITED_STATES.get(target)
@@ -498,6 +501,7 @@ class JobStore:
                    FROM jobs WHERE id = ? AND guild_id IS NOT NULL""",
                 (kind, self._clock(), job_id),
             )
+        return _job(rows[0])
 
     async def mark_accepted(self, job_id: int, service_job_id: str, charged_yen: int, next_poll_at: float) -> Job:
         """Record the 202: the service's job id and the charge, in one transaction.
@@ -828,13 +832,16 @@ class JobStore:
             raise CreditRefused(job_id, "not_failed")
         return await self.get(job_id)
 
+    # Reads are one trip to aiosqlite's thread each (execute, fetch and close there): a cursor's
+    # execute, fetch and close from here were three, each a wake-up of the loop (the bulk of its CPU).
+
     async def _one(self, sql: str, params: Sequence[Any]) -> aiosqlite.Row | None:
-        async with self._db.execute(sql, tuple(params)) as cursor:
-            return await cursor.fetchone()
+        """The first row of a query that has at most one (a key, or an aggregate)."""
+        rows = list(await self._db.execute_fetchall(sql, tuple(params)))
+        return rows[0] if rows else None
 
     async def _jobs(self, sql: str, params: Sequence[Any]) -> list[Job]:
-        async with self._db.execute(sql, tuple(params)) as cursor:
-            return [_job(row) for row in await cursor.fetchall()]
+        return [_job(row) for row in await self._db.execute_fetchall(sql, tuple(params))]
 
 
 def _marks(values: Sequence[object]) -> str:

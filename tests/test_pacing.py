@@ -125,7 +125,7 @@ async def test_a_turn_taken_ahead_holds_the_next_one_until_its_request_is_sent()
 
 
 async def test_a_turn_never_used_is_given_back_when_its_task_ends() -> None:
-    pacer = Pacer(1000.0, clock=FakeClock())
+    pacer = Pacer(1000.0, burst=100, clock=FakeClock())
 
     async def take_and_fail() -> None:
         await pacer.take_turn()
@@ -156,3 +156,39 @@ async def test_the_client_gives_the_turn_back_as_it_sends_the_create(
     async with asyncio.timeout(5.0):
         await asyncio.gather(submit("one"), submit("two"), submit("three"))
     assert simulator.creates_received == 3
+
+
+async def test_callers_woken_together_by_a_busy_loop_still_leave_one_interval_apart() -> None:
+    clock = FakeClock(0.0)
+    sleeping: list[asyncio.Future[None]] = []
+
+    async def sleep(seconds: float) -> None:
+        # Woken only when the test says so: as a loop that was busy wakes every due sleeper at once.
+        woken = asyncio.get_running_loop().create_future()
+        sleeping.append(woken)
+        await woken
+
+    pacer = Pacer(10.0, clock=clock, sleep=sleep)
+    left: list[float] = []
+
+    async def call() -> None:
+        await pacer.wait()
+        left.append(clock.now)
+
+    calls = [asyncio.create_task(call()) for _ in range(3)]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert left == [0.0] and len(sleeping) == 2  # the first went, two wait for 0.1 and 0.2
+    clock.now = 1.0  # the loop was busy for a second: both slots passed
+    while len(left) < 3:
+        for woken in sleeping:
+            if not woken.done():
+                woken.set_result(None)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        if len(left) < 3:
+            clock.now += 0.05
+    await asyncio.gather(*calls)
+    assert left[1] == 1.0
+    assert left[2] >= 1.1, "the late sleepers must not leave together"
+    assert pacer.ready_in() > 0
