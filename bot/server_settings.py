@@ -6,6 +6,7 @@ holds for the next request, with no restart and no cache to go stale.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -212,6 +213,9 @@ class ServerRules:
     def __init__(self, store: ServerStore, defaults: ServerSettings) -> None:
         self.store = store
         self.defaults = defaults
+        # One change at a time: an edit reads the current value and writes the next one, and two admins
+        # editing at once must not lose either's change. One process holds the database (bot/instance_lock.py).
+        self._changing = asyncio.Lock()
 
     async def effective(self, guild_id: int | None) -> ServerSettings:
         if guild_id is None:
@@ -227,7 +231,20 @@ class ServerRules:
 
     async def change(self, guild_id: int, by_user_id: int, values: Mapping[SettingKey, Any]) -> list[Change]:
         """Set the given settings (validated first, all or none); returns what actually changed."""
-        current = await self.effective(guild_id)
+        async with self._changing:
+            return await self._change(guild_id, by_user_id, values, await self.effective(guild_id))
+
+    async def edit(
+        self, guild_id: int, by_user_id: int, key: SettingKey, update: Callable[[Any], Any]
+    ) -> list[Change]:
+        """Set `key` to `update(its current value)`, with no other change in between (adding a channel, say)."""
+        async with self._changing:
+            current = await self.effective(guild_id)
+            return await self._change(guild_id, by_user_id, {key: update(getattr(current, key))}, current)
+
+    async def _change(
+        self, guild_id: int, by_user_id: int, values: Mapping[SettingKey, Any], current: ServerSettings
+    ) -> list[Change]:
         checked = {key: check_value(key, value) for key, value in values.items()}
         changes = [
             Change(key, getattr(current, key), value)
@@ -242,13 +259,16 @@ class ServerRules:
 
     async def reset(self, guild_id: int, by_user_id: int, key: SettingKey) -> Change | None:
         """Back to the host's default; None when the server had not set it."""
-        current = await self.effective(guild_id)
         if key not in SETTING_KEYS:
             raise InvalidSetting(key, None)
-        if key not in current.from_server:
-            return None
-        default = getattr(self.defaults, key)
-        await self.store.change_settings(guild_id, by_user_id, {key: (_stored(getattr(current, key)), None, True)})
+        async with self._changing:
+            current = await self.effective(guild_id)
+            if key not in current.from_server:
+                return None
+            default = getattr(self.defaults, key)
+            await self.store.change_settings(
+                guild_id, by_user_id, {key: (_stored(getattr(current, key)), None, True)}
+            )
         return Change(key, getattr(current, key), default)
 
     async def member(self, guild_id: int, user_id: int) -> MemberRecord:

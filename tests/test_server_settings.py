@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -84,3 +86,17 @@ def test_every_setting_has_a_name_in_both_languages() -> None:
     from bot.i18n import CATALOGUE
     for language in CATALOGUE.values():
         assert all(f"setting.{key}" in language for key in SETTING_KEYS)
+
+
+async def test_two_admins_adding_channels_at_once_both_keep_their_change(tmp_path: Path) -> None:
+    store = await JobStore.open(tmp_path / "bot.sqlite3")
+    rules = server_rules(store, read_settings(ENV))
+    try:
+        def adding(channel: int) -> Callable[[frozenset[int]], list[int]]:
+            return lambda current: sorted(current | {channel})
+
+        await asyncio.gather(*(rules.edit(10, 900 + n, "allowed_channel_ids", adding(100 + n)) for n in range(5)))
+        assert (await rules.effective(10)).allowed_channel_ids == {100, 101, 102, 103, 104}
+        assert len(await rules.store.recent_events(10, "setting", limit=10)) == 5
+    finally:
+        await store.close()

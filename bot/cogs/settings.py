@@ -113,8 +113,6 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
     async def _edit_ids(
         self, interaction: Interaction, key: str, action: str, target: int | None, what: str
     ) -> None:
-        server = await self.bot.requests.rules.effective(_guild(interaction))
-        current: frozenset[int] = getattr(server, key)
         if action == "clear":
             await self._changed(interaction, {key: []})
             return
@@ -123,8 +121,12 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
             await respond(interaction, t(locale, "settings.need_target", what=t(locale, what),
                                          action=t(locale, f"choice.{action}")))
             return
-        updated = current | {target} if action == "add" else current - {target}
-        await self._changed(interaction, {key: sorted(updated)[:MAX_LISTED + 1]})
+
+        def updated(current: frozenset[int]) -> list[int]:
+            return sorted(current | {target} if action == "add" else current - {target})[:MAX_LISTED + 1]
+
+        changes = await self.bot.requests.rules.edit(_guild(interaction), interaction.user.id, key, updated)
+        await respond(interaction, settings_views.changes_text(changes, interaction.locale.value))
 
     @app_commands.command(name="channels", description=described("cmd.settings.channels"))
     @app_commands.describe(action=described("cmd.settings.action"), channel=described("cmd.settings.channel"))
@@ -226,10 +228,14 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
         if action.value == "default":
             await self._changed(interaction, {"default_model": model})
             return
-        server = await self.bot.requests.rules.effective(_guild(interaction))
-        allowed = set(server.allowed_models if server.allowed_models is not None else catalogue)
-        allowed = allowed | {model} if action.value == "allow" else allowed - {model}
-        await self._changed(interaction, {"allowed_models": sorted(allowed) if allowed != set(catalogue) else None})
+        def updated(current: frozenset[str] | None) -> list[str] | None:
+            allowed = set(current if current is not None else catalogue)
+            allowed = allowed | {model} if action.value == "allow" else allowed - {model}
+            return sorted(allowed) if allowed != set(catalogue) else None
+
+        rules = self.bot.requests.rules
+        changes = await rules.edit(_guild(interaction), interaction.user.id, "allowed_models", updated)
+        await respond(interaction, settings_views.changes_text(changes, locale))
 
     @models.autocomplete("model")
     async def model_autocomplete(self, interaction: Interaction, current: str) -> list[app_commands.Choice[str]]:
