@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection
+from dataclasses import replace
 from typing import Any, Protocol, Self, cast
 
 import discord
@@ -74,11 +75,16 @@ async def start_request(interaction: Interaction, request: NewJob, role_ids: Col
     host = _host(interaction)
     requests = host.requests
     job = await requests.record(request, role_ids)
-    if offer_id is not None:
-        await host.offers.started(offer_id, job.id)
     slash = not interaction.response.is_done()
-    if slash:
-        await interaction.response.defer(ephemeral=True, thinking=True)
+    try:
+        if offer_id is not None:
+            await host.offers.started(offer_id, job.id)
+        if slash:
+            await interaction.response.defer(ephemeral=True, thinking=True)
+    except Exception:
+        # Nothing was sent: end the request now (the sweep tells the requester) rather than leave it in flight.
+        await requests.abandon(job, "the request could not be acknowledged")
+        raise
     reply: discord.Message | None = None
 
     async def waiting(job: Job) -> None:
@@ -136,7 +142,8 @@ async def offer_confirmation(interaction: Interaction, request: NewJob) -> None:
     model = choose_model(host.catalogue, request.model or None, allowed=server.allowed_models,
                          default=server.default_model)
     host.requests.validate(request.prompt, request.seed, model.id)
-    offer = await host.offers.confirm(request)
+    # The offer holds the model it names, so Generate charges the price shown even if the default changes.
+    offer = await host.offers.confirm(replace(request, model=model.id))
     locale = interaction.locale.value
     await show_offer(interaction, offer, t(
         locale, "confirm.offer", model=plain(model.name, 100), price=yen(host.catalogue.price_of(model.id), locale),

@@ -210,6 +210,14 @@ class VideoRequests:
                 raise RequestCancelled(job.id) from exc
             raise
 
+    async def abandon(self, job: Job, reason: str) -> None:
+        """A recorded request that will not be sent after all: rejected, nothing spent, owed a final message."""
+        try:
+            await self._store.transition(job.id, JobState.REJECTED, last_error=reason)
+        except Exception:
+            log.exception("request %s could not be ended; a restart ends it as interrupted", job.reference,
+                          extra=job_fields(job))
+
     async def cancel(self, job_id: int) -> Job:
         """Cancel a request not yet sent; raises IllegalTransition once it may be on its way (no cancel then)."""
         return await self._store.cancel_unsent(job_id)

@@ -82,3 +82,23 @@ async def test_a_request_cancelled_while_it_waits_for_its_turn_is_never_sent(
         assert simulator.creates_received == 1
     finally:
         await store.close()
+
+
+async def test_a_request_abandoned_before_it_was_sent_ends_rejected_and_is_owed_a_final_message(
+    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """A request written down whose acknowledgement failed: it leaves the jobs in flight, nothing spent."""
+    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
+                            MAX_ACTIVE_JOBS_PER_USER="1")
+    store = await JobStore.open(settings.database_path)
+    client = build_client(settings, http_session, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
+    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
+    try:
+        job = await requests.record(request("never acknowledged"))
+        await requests.abandon(job, "the request could not be acknowledged")
+        ended = await store.get(job.id)
+        assert ended.state == JobState.REJECTED and ended.told_at is None  # the sweep tells the requester
+        await requests.record(request("the next one"))  # it no longer counts as in flight
+        assert simulator.creates_received == 0
+    finally:
+        await store.close()

@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import re
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
 import discord
 
-from bot.simulator import VideoServiceSimulator
+from bot.simulator import MODEL_ID, VideoServiceSimulator
 from tests.conftest import SimulatorFactory as ServiceFactory
 from tests.discord_double import DiscordDouble, InteractionRecord
 from tests.e2e.harness import BotProcess
@@ -161,6 +162,9 @@ async def test_with_confirmation_on_cancel_and_timeout_send_nothing_and_generate
     asked = await bot.slash("video", {"prompt": "a lantern"})
     offer = await offer_message(double, asked)
     assert "¥250" in offer["content"] and "a lantern" in offer["content"] and offer["flags"] & 64
+    # The offer holds the model whose price it showed, not "the default": Generate charges what was shown.
+    with sqlite3.connect(bot.workdir / "bot.sqlite3") as db:
+        assert db.execute("SELECT model FROM offers").fetchall() == [(MODEL_ID,)]
     cancelled = await answer(double, await double.send_component(offer, button(offer, ":cancel")))
     assert "Cancelled" in cancelled["content"] and custom_ids(cancelled) == []
 
