@@ -607,6 +607,13 @@ class JobStore:
         if guild_id is not None:
             offer_where.append("guild_id = ?")
             offer_params.append(guild_id)
+        # Read first: a chore with nothing to erase must not take the write lock, which /video's row waits for.
+        jobs_where, offers_where = " AND ".join(where), " AND ".join(offer_where)
+        nothing_in_jobs = await self._one(f"SELECT 1 FROM jobs WHERE {jobs_where} LIMIT 1", params) is None
+        if nothing_in_jobs and await self._one(
+            f"SELECT 1 FROM offers WHERE {offers_where} LIMIT 1", offer_params
+        ) is None:
+            return 0
         async with self._write():
             cursor = await self._db.execute(f"UPDATE jobs SET prompt = '' WHERE {' AND '.join(where)}", params)
             await self._db.execute(f"UPDATE offers SET prompt = '' WHERE {' AND '.join(offer_where)}", offer_params)
