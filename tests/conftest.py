@@ -11,6 +11,16 @@ from bot.settings import read_settings
 from bot.simulator import SimulatorConfig, VideoServiceSimulator
 from bot.video_client import VideoServiceClient
 
+
+class Clock:
+    """A clock the test moves by hand: pass it as `clock=` and set `now`."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
 SIM_KEY = "sk-sim-test-key-abcdef123456"
 
 

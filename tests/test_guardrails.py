@@ -20,6 +20,7 @@ from bot.simulator import VideoServiceSimulator
 from bot.store import AdmissionRefused, JobState, JobStore, NewJob
 from bot.video_client import VideoServiceClient
 from bot.video_requests import PAUSE_KEY, VideoRequests
+from tests.conftest import Clock
 
 BASE_ENV = {"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k"}
 
@@ -28,12 +29,6 @@ def settings(**env: str) -> Settings:
     return read_settings({**BASE_ENV, "VIDEO_COOLDOWN_SECONDS": "0", "MAX_ACTIVE_JOBS_PER_USER": "100", **env})
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def request(user_id: int = 1, guild_id: int = 10, channel_id: int = 100) -> NewJob:

@@ -14,17 +14,12 @@ from bot.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
 from bot.store import JobState, JobStore, NewJob
 from bot.video_client import VideoServiceClient
+from tests.conftest import Clock
 
 GUILD = 10
 LOG = 500
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Poster:

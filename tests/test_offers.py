@@ -10,14 +10,7 @@ import pytest
 
 from bot.offers import Offers
 from bot.store import JobStore, NewJob
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.conftest import Clock
 
 
 @pytest.fixture

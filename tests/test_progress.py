@@ -6,15 +6,8 @@ from pathlib import Path
 
 from bot.progress import EditBudget, ProgressRefresher, RefreshLimits
 from bot.store import JobState, JobStore, NewJob
+from tests.conftest import Clock
 from tests.worker_helpers import RecordingDeliverer
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_the_edit_budget_holds_the_rate() -> None:

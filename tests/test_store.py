@@ -21,6 +21,7 @@ from bot.store import (
     StoreUnavailable,
     load_migrations,
 )
+from tests.conftest import Clock
 
 S = JobState
 SHIPPED_MIGRATIONS = bot.store._MIGRATIONS
@@ -30,12 +31,6 @@ def new_job(user_id: int = 1, guild_id: int | None = 10, prompt: str = "a cat") 
     return NewJob(model="m", prompt=prompt, seed=7, user_id=user_id, guild_id=guild_id, channel_id=100)
 
 
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

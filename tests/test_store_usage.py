@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.store import CreditRefused, Job, JobState, JobStore, NewJob
+from tests.conftest import Clock
 
 S = JobState
 GUILD = 10
@@ -17,17 +18,11 @@ OTHER_GUILD = 11
 ADMIN = 99
 
 
-class Clock:
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(0.0)
 
 
 @pytest.fixture
@@ -68,7 +63,7 @@ async def test_the_migration_adds_the_credit_columns(store: JobStore, tmp_path: 
     with sqlite3.connect(tmp_path / "jobs.sqlite3") as raw:
         columns = {row[1]: row[2] for row in raw.execute("PRAGMA table_info(jobs)")}
     assert columns["credited_at"] == "REAL" and columns["credited_by"] == "INTEGER"
-    assert (await job_in(store, Clock(), S.FAILED, at=1)).credited_at is None
+    assert (await job_in(store, Clock(0.0), S.FAILED, at=1)).credited_at is None
 
 
 async def test_usage_jobs_are_the_charged_ones_by_acceptance_and_the_unknown_ones_by_request(
