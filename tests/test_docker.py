@@ -109,12 +109,18 @@ def dockerfile() -> list[Instruction]:
     return parse_dockerfile((REPO_ROOT / "Dockerfile").read_text())
 
 
-@pytest.fixture(scope="module")
-def service() -> dict[str, Any]:
-    compose = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
-    services: dict[str, Any] = compose["services"]
-    assert list(services) == ["bot"]
-    bot: dict[str, Any] = services["bot"]
+BOT_SERVICES = ("bot", "bot-shard-0", "bot-shard-1")
+
+
+def compose_services() -> dict[str, Any]:
+    services: dict[str, Any] = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())["services"]
+    return services
+
+
+@pytest.fixture(scope="module", params=BOT_SERVICES)
+def service(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Each bot process compose can run: every check of the image's paths holds for all of them."""
+    bot: dict[str, Any] = compose_services()[request.param]
     return bot
 
 
@@ -285,3 +291,40 @@ def test_the_build_context_has_what_the_image_copies_and_no_local_state(dockerfi
                      "tests/test_docker.py", "bench/results/latest.json", ".git/HEAD"]:
         assert dockerignore_excludes(patterns, left_out), f"{left_out} would be sent to the build"
     assert not dockerignore_excludes(patterns, ".env.example")
+
+
+# --- the scale profile: two processes, one PostgreSQL database ------------------------------------------------
+
+
+def test_compose_runs_only_the_bot_unless_the_scale_profile_is_asked_for() -> None:
+    services = compose_services()
+    assert set(services) == {*BOT_SERVICES, "postgres"}
+    always = [name for name, service in services.items() if not service.get("profiles")]
+    assert always == ["bot"]
+    assert all(services[name]["profiles"] == ["scale"] for name in services if name != "bot")
+    assert "DATABASE_URL" not in compose_environment(services["bot"]), "the default stays on SQLite"
+
+
+def test_the_scaled_processes_split_the_shards_and_share_one_database() -> None:
+    services = compose_services()
+    scaled = [compose_environment(services[name]) for name in ("bot-shard-0", "bot-shard-1")]
+    assert {env["SHARD_COUNT"] for env in scaled} == {"2"}
+    shard_ids = [int(shard) for env in scaled for shard in env["SHARD_IDS"].split(",")]
+    assert sorted(shard_ids) == [0, 1], "every shard once, in exactly one process"
+    urls = {env["DATABASE_URL"] for env in scaled}
+    assert len(urls) == 1 and next(iter(urls)).startswith("postgresql://bot:"), urls
+    assert "@postgres:5432/bot" in next(iter(urls)), "the compose service, its user and its database"
+    postgres = compose_environment(services["postgres"])
+    assert postgres["POSTGRES_USER"] == "bot" and postgres["POSTGRES_DB"] == "bot"
+    # No host shares a disk: each process keeps its videos in a volume of its own.
+    volumes = [services[name]["volumes"][0].split(":")[0] for name in BOT_SERVICES]
+    assert len(set(volumes)) == len(volumes), volumes
+    for name in ("bot-shard-0", "bot-shard-1"):
+        assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+
+def test_the_postgres_password_comes_from_dot_env_not_from_the_file(dot_env: dict[str, str]) -> None:
+    services = compose_services()
+    assert compose_environment(services["postgres"])["POSTGRES_PASSWORD"] == "${POSTGRES_PASSWORD:-}"
+    assert "POSTGRES_PASSWORD" not in dot_env, "a host sets it (commented out in .env.example)"
+    assert "POSTGRES_PASSWORD" in (REPO_ROOT / ".env.example").read_text()
