@@ -18,7 +18,6 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 import aiosqlite
 
@@ -115,36 +114,6 @@ def load_migrations(source: Traversable | None = None) -> tuple[Migration, ...]:
     if numbers != list(range(1, len(found) + 1)):
         raise ValueError(f"migrations must be numbered from 1 without gaps or duplicates, found {numbers}")
     return tuple(found)
-
-
-# -- where the database is ---------------------------------------------------------------------------
-
-_POSTGRES_SCHEMES = ("postgresql", "postgres")
-
-
-def sqlite_path_of(url: str) -> Path | None:
-    """The file of a `sqlite:///PATH` address (`sqlite:////abs/path` for an absolute one), else None."""
-    prefix = "sqlite:///"
-    if not url.startswith(prefix) or len(url) == len(prefix):
-        return None
-    return Path(url[len(prefix):])
-
-
-def is_postgres_url(url: str) -> bool:
-    parts = urlsplit(url)
-    return parts.scheme in _POSTGRES_SCHEMES and bool(parts.netloc or parts.query) and bool(parts.path.strip("/"))
-
-
-def redacted(url: str) -> str:
-    """The address without its password, for log lines and messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 # -- SQLite ------------------------------------------------------------------------------------------

@@ -16,11 +16,11 @@ import contextvars
 import functools
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 
-from bot.database import DatabaseTooNew, Dialect, Migration, Row, StoreUnavailable, redacted
+from bot.database import DatabaseTooNew, Dialect, Migration, Row, StoreUnavailable
+from bot.database_url import password_of, redacted
 
 #: pg_advisory_xact_lock key of every write transaction ("vbot" in ASCII): one writer at a time.
 WRITE_LOCK_KEY = 0x76626F74
@@ -133,7 +133,7 @@ def _rowcount(status: str) -> int:
 
 
 def _scrubbed(text: str, url: str) -> str:
-    password = urlsplit(url).password
+    password = password_of(url)
     return text.replace(password, "***") if password else text
 
 

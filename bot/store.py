@@ -21,11 +21,9 @@ from bot.database import (
     Row,
     SqliteDatabase,
     StoreUnavailable,
-    is_postgres_url,
     load_migrations,
-    redacted,
-    sqlite_path_of,
 )
+from bot.database_url import is_postgres_url, redacted, sqlite_path_of
 from bot.errors import BotError
 from bot.lifecycle import (
     FINAL_STATES,

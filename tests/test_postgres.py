@@ -6,13 +6,18 @@ The store's behaviour itself is tested against both backends in tests/test_store
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import asyncpg
 import pytest
 
 import bot.store
-from bot.database import redacted
+from bot.__main__ import backup, check_postgres, one_process, pause
+from bot.app import open_store
+from bot.database_url import redacted
+from bot.instance_lock import AlreadyRunning
 from bot.postgres import translate
+from bot.settings import Settings, read_settings
 from bot.store import (
     SCHEMA_VERSION,
     Admission,
@@ -26,6 +31,7 @@ from bot.store import (
     StoreUnavailable,
     load_migrations,
 )
+from bot.video_requests import PAUSE_KEY
 from tests.postgres_server import PostgresServer
 
 S = JobState
@@ -197,3 +203,64 @@ async def test_not_a_database_address_is_refused_without_its_password() -> None:
     with pytest.raises(ValueError) as refused:
         await JobStore.open_url("mysql://root:hunter2-secret@db/videos")
     assert "hunter2-secret" not in str(refused.value)
+
+
+# -- the operator's commands on a PostgreSQL database ---------------------------------------------------------
+
+
+def postgres_settings(url: str) -> Settings:
+    return read_settings({"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k",
+                          "DATABASE_URL": url})
+
+
+async def test_pause_and_resume_go_through_the_store(
+    postgres_store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = postgres_settings(postgres_store_url)
+    store = await open_store(settings)
+    try:
+        assert await pause(settings, on=True) == 0
+        assert await store.get_meta(PAUSE_KEY) is not None  # the running bot (another process) sees it at once
+        assert await pause(settings, on=False) == 0
+        assert await store.get_meta(PAUSE_KEY) is None
+    finally:
+        await store.close()
+    assert "paused in every server" in capsys.readouterr().out
+
+
+async def test_backup_points_to_pg_dump(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = postgres_settings("postgresql://bot:hunter2-secret@127.0.0.1:1/videos")
+    assert await backup(settings, tmp_path) == 1
+    err = capsys.readouterr().err
+    assert "pg_dump" in err and "hunter2-secret" not in err and "postgresql://bot:***@127.0.0.1:1/videos" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_check_reads_the_schema_without_migrating(postgres_url: str, postgres_server: PostgresServer) -> None:
+    assert (await check_postgres(postgres_url, "shown")).line() == (
+        f"database: OK (schema {SCHEMA_VERSION} will be created in shown)")
+    assert await raw_version_or_none(postgres_url) is None  # a check never migrates
+    await (await JobStore.open_url(postgres_url)).close()
+    assert (await check_postgres(postgres_url, "shown")).line() == f"database: OK (schema {SCHEMA_VERSION})"
+    unreachable = f"postgresql://bot:hunter2-secret@127.0.0.1:{postgres_server.port}/no_such_database"
+    failed = await check_postgres(unreachable, redacted(unreachable))
+    assert not failed.ok and "hunter2-secret" not in failed.line()
+
+
+async def raw_version_or_none(url: str) -> object:
+    connection = await asyncpg.connect(url)
+    try:
+        return await connection.fetchval("SELECT to_regclass('schema_version')")
+    finally:
+        await connection.close()
+
+
+def test_postgresql_lets_several_processes_run(tmp_path: Path) -> None:
+    settings = postgres_settings("postgresql://bot@127.0.0.1:1/videos")
+    with one_process(settings), one_process(settings):
+        pass  # no lock file: PostgreSQL serves several processes
+    assert not list(tmp_path.iterdir())
+    sqlite = read_settings({"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k",
+                            "DATABASE_URL": f"sqlite:///{tmp_path / 'bot.sqlite3'}"})
+    with one_process(sqlite), pytest.raises(AlreadyRunning), one_process(sqlite):
+        pass
