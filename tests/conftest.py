@@ -15,7 +15,7 @@ from bot.settings import read_settings
 from bot.simulator import SimulatorConfig, VideoServiceSimulator
 from bot.store import JobStore
 from bot.video_client import VideoServiceClient
-from tests.postgres_server import PostgresServer, start_server
+from tests.postgres_server import PostgresServer, PostgresUnavailable, find_binaries, start_server
 
 
 class Clock:
@@ -175,3 +175,11 @@ async def open_store(database_url: str) -> AsyncIterator[StoreOpener]:
     yield open_one
     for store in opened:
         await store.close()  # closing twice is harmless: a test may have closed it to open another
+
+
+def pytest_report_header() -> str:
+    """Which PostgreSQL the session's server runs (the system's, or the pgserver wheel's)."""
+    try:
+        return f"postgresql binaries: {find_binaries()}"
+    except PostgresUnavailable as exc:
+        return f"postgresql binaries: none ({exc})"

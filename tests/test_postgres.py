@@ -32,7 +32,8 @@ from bot.store import (
     load_migrations,
 )
 from bot.video_requests import PAUSE_KEY
-from tests.postgres_server import PostgresServer
+from tests import postgres_server as harness
+from tests.postgres_server import PG_BIN_VARIABLE, PostgresServer
 
 S = JobState
 
@@ -264,3 +265,16 @@ def test_postgresql_lets_several_processes_run(tmp_path: Path) -> None:
                             "DATABASE_URL": f"sqlite:///{tmp_path / 'bot.sqlite3'}"})
     with one_process(sqlite), pytest.raises(AlreadyRunning), one_process(sqlite):
         pass
+
+
+def test_the_harness_prefers_the_systems_binaries_then_the_wheels(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(PG_BIN_VARIABLE, raising=False)
+    monkeypatch.setattr(harness, "system_binaries", lambda: None)
+    assert harness.find_binaries() == harness.pgserver_binaries()  # a machine without PostgreSQL
+    monkeypatch.setenv(PG_BIN_VARIABLE, "pgserver")
+    assert harness.find_binaries() == harness.pgserver_binaries()
+    monkeypatch.setenv(PG_BIN_VARIABLE, str(tmp_path))
+    with pytest.raises(harness.PostgresUnavailable, match="no initdb and postgres"):
+        harness.find_binaries()  # fails loudly: these tests are never skipped
