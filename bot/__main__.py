@@ -26,7 +26,7 @@ import aiohttp
 import discord
 import discord.http
 
-from bot.app import build_client, catalogue_of
+from bot.app import build_client, catalogue_of, open_store
 from bot.errors import ProtocolError, RateLimited, Rejected, ServerError, VideoServiceError
 from bot.i18n import EN, yen
 from bot.instance_lock import AlreadyRunning, single_process
@@ -34,7 +34,7 @@ from bot.logs import setup_logging
 from bot.models import Catalogue, CatalogueError
 from bot.retry import NO_RETRY, RetryPolicy
 from bot.settings import Settings, SettingsError, load_settings
-from bot.store import SCHEMA_VERSION, DatabaseTooNew, JobStore
+from bot.store import SCHEMA_VERSION, DatabaseTooNew, StoreUnavailable
 from bot.video_bot import VideoBot
 from bot.video_client import mask_key
 from bot.video_requests import PAUSE_KEY
@@ -129,15 +129,22 @@ async def until_stopped(work: Coroutine[Any, Any, _T], stopping: asyncio.Event) 
 
 async def open_database(settings: Settings) -> int:
     """Open (and migrate) the database before anything touches the network; returns its schema version."""
-    store = await JobStore.open(settings.database_path)
+    store = await open_store(settings)
     try:
         return await store.schema_version()
     finally:
         await store.close()
 
 
+def one_process(settings: Settings) -> contextlib.AbstractContextManager[None]:
+    """SQLite serves one process: hold its file's lock. PostgreSQL serves several: nothing to hold."""
+    if settings.database_url is not None:
+        return contextlib.nullcontext()
+    return single_process(settings.database_path)
+
+
 async def run(settings: Settings) -> int:
-    with single_process(settings.database_path):
+    with one_process(settings):
         return await _run(settings)
 
 
@@ -200,7 +207,7 @@ async def _run(settings: Settings) -> int:
 
 async def sync(settings: Settings) -> int:
     # Syncing starts the bot's set-up, which recovers half-done requests: never beside a running bot.
-    with single_process(settings.database_path):
+    with one_process(settings):
         return await _sync(settings)
 
 
@@ -275,6 +282,34 @@ def check_database(path: Path) -> CheckResult:
     return CheckResult(name, True, f"schema {found}")
 
 
+def _schema_result(name: str, found: int, where: str) -> CheckResult:
+    if found > SCHEMA_VERSION:
+        return CheckResult(name, False, str(DatabaseTooNew(found, SCHEMA_VERSION)), failure_code=2)
+    if found == 0:
+        return CheckResult(name, True, f"schema {SCHEMA_VERSION} will be created in {where}")
+    if found < SCHEMA_VERSION:
+        return CheckResult(name, True, f"schema {found}; the next start upgrades it to {SCHEMA_VERSION}")
+    return CheckResult(name, True, f"schema {found}")
+
+
+async def check_postgres(url: str, shown: str) -> CheckResult:
+    """Connect and read the schema version: never migrates (other processes may be running on it)."""
+    from bot.postgres import PostgresDatabase  # asyncpg is loaded only for a PostgreSQL database
+
+    name = "database"
+    try:
+        database = await PostgresDatabase.open(url, min_size=1, max_size=1)
+    except StoreUnavailable as exc:
+        return CheckResult(name, False, str(exc))
+    try:
+        found = await database.schema_version()
+    except StoreUnavailable as exc:
+        return CheckResult(name, False, f"cannot read {shown}: {exc}")
+    finally:
+        await database.close()
+    return _schema_result(name, found, shown)
+
+
 def check_videos(directory: Path) -> CheckResult:
     name = "videos"
     problem = directory_problem(directory)
@@ -346,11 +381,13 @@ async def check_discord(settings: Settings) -> CheckResult:
 
 async def check(settings: Settings) -> int:
     """One line per check; exit 1 if any failed (2 if the database is from a newer bot)."""
-    print(f"settings: OK (service {settings.video_api_base_url}, database {settings.database_path})", flush=True)
+    print(f"settings: OK (service {settings.video_api_base_url}, database {settings.database_shown})", flush=True)
     models, catalogue = check_models(settings)
     print(models.line(), flush=True)
+    url = settings.database_url
     steps: list[Callable[[], Awaitable[CheckResult]]] = [
-        lambda: asyncio.to_thread(check_database, settings.database_path),
+        (lambda: check_postgres(url, settings.database_shown)) if url is not None
+        else (lambda: asyncio.to_thread(check_database, settings.database_path)),
         lambda: asyncio.to_thread(check_videos, settings.video_storage_dir),
         lambda: check_video_service(settings, catalogue),
         lambda: check_discord(settings),
@@ -412,6 +449,10 @@ def backup_database(source: Path, destination: Path) -> tuple[Path, int]:
 
 
 async def backup(settings: Settings, destination: Path) -> int:
+    if settings.database_url is not None:
+        print(f"backup: the database is PostgreSQL ({settings.database_shown}): back it up with pg_dump",
+              file=sys.stderr)
+        return 1
     try:
         path, schema = await asyncio.to_thread(backup_database, settings.database_path, destination)
     except (BackupError, sqlite3.Error, OSError) as exc:
@@ -423,7 +464,7 @@ async def backup(settings: Settings, destination: Path) -> int:
 
 async def pause(settings: Settings, *, on: bool) -> int:
     """The host's pause of /video in every server, kept in the database: the running bot obeys it at once."""
-    store = await JobStore.open(settings.database_path)
+    store = await open_store(settings)
     try:
         if on:
             await store.set_meta(PAUSE_KEY, str(time.time()))
@@ -464,7 +505,8 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"python -m bot: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings.log_level, settings.log_format, secrets=(settings.video_api_key, settings.discord_token))
+    setup_logging(settings.log_level, settings.log_format,
+                  secrets=(settings.video_api_key, settings.discord_token, *settings.database_secrets))
     command = args.command or "run"
     try:
         if command == "backup":
@@ -476,6 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     except (DatabaseTooNew, CatalogueError, AlreadyRunning) as exc:
         print(f"python -m bot: {exc}", file=sys.stderr)
         return 2
+    except StoreUnavailable as exc:  # PostgreSQL unreachable: the message shows its address without the password
+        print(f"python -m bot: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

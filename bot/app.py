@@ -65,6 +65,13 @@ def build_client(
     )
 
 
+async def open_store(settings: Settings, *, clock: Callable[[], float] = time.time) -> JobStore:
+    """The job store of these settings, migrated: PostgreSQL at DATABASE_URL, else SQLite at DATABASE_PATH."""
+    if settings.database_url is not None:
+        return await JobStore.open_url(settings.database_url, clock=clock)
+    return await JobStore.open(settings.database_path, clock=clock)
+
+
 def server_rules(store: JobStore, settings: Settings) -> ServerRules:
     """Per-server settings on the job store's database, with the environment's values as their defaults."""
     return ServerRules(ServerStore(store), defaults_from(settings))
@@ -132,7 +139,7 @@ async def open_services(
         metrics = None
     elif metrics is None:
         metrics = Metrics()
-    store = await JobStore.open(settings.database_path, clock=clock)
+    store = await open_store(settings, clock=clock)
     owns_session = session is None
     http = session if session is not None else aiohttp.ClientSession()
     endpoint: MetricsEndpoint | None = None

@@ -1,6 +1,6 @@
 """What each server's admins set: settings, blocklist terms, member blocks, and the events they audit.
 
-It shares the job store's connection and write lock, so a settings change and the event that records
+It shares the job store's database and write lock, so a settings change and the event that records
 it are written in one transaction, and a quota check sees the same database as the jobs.
 """
 
@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bot.store import JobStore
+from bot.store import JobStore, Row
 
 #: Settings history and log lines: what happened, never a prompt or a matched term.
 EventKind = str
@@ -40,7 +40,7 @@ class Event:
     created_at: float
 
 
-def _event(row: dict[str, Any]) -> Event:
+def _event(row: Row) -> Event:
     try:
         details = json.loads(row["details"] or "{}")
     except ValueError:

@@ -13,6 +13,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dotenv import load_dotenv
 
+from bot.database_url import is_postgres_url, password_of, redacted, sqlite_path_of
+
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
@@ -40,6 +42,9 @@ class Settings:
     video_api_base_url: str
     video_api_key: str = field(repr=False)
     database_path: Path = Path("data/bot.sqlite3")
+    # DATABASE_URL=postgresql://…: the shared database of one or more processes (SQLite at database_path when
+    # None). It may hold a password: never in a repr; `database_shown` is the form for logs and messages.
+    database_url: str | None = field(default=None, repr=False)
     video_storage_dir: Path = Path("data/videos")
     poll_interval_seconds: float = 20.0
     http_timeout_seconds: float = 30.0
@@ -73,6 +78,17 @@ class Settings:
     models_file: Path | None = None
     # How long a button that spends money (a re-roll's Confirm, Generate) waits for its click.
     offer_seconds: float = 60.0
+
+    @property
+    def database_shown(self) -> str:
+        """Where the database is, its password replaced by `***`."""
+        return redacted(self.database_url) if self.database_url else str(self.database_path)
+
+    @property
+    def database_secrets(self) -> tuple[str, ...]:
+        """What log lines must never show of the database's address."""
+        password = password_of(self.database_url) if self.database_url else None
+        return (password,) if password else ()
 
     @property
     def zone(self) -> ZoneInfo:
@@ -186,11 +202,22 @@ def read_settings(env: Mapping[str, str]) -> Settings:
         elif parts.username or parts.password or parts.query:
             r.problems.append("VIDEO_API_BASE_URL must not carry credentials or a query: the key goes in VIDEO_API_KEY")
     api_key = r.required("VIDEO_API_KEY")
+    database_path = Path(r.raw("DATABASE_PATH") or "data/bot.sqlite3")
+    database_url = r.raw("DATABASE_URL")
+    if database_url is not None:
+        sqlite_path = sqlite_path_of(database_url)
+        if sqlite_path is not None:
+            database_path, database_url = sqlite_path, None  # DATABASE_URL wins over DATABASE_PATH
+        elif not is_postgres_url(database_url):
+            # Never echo it: it may hold a password.
+            r.problems.append("DATABASE_URL must be sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE")
+            database_url = None
     settings = Settings(
         discord_token=token,
         video_api_base_url=base_url.rstrip("/"),
         video_api_key=api_key,
-        database_path=Path(r.raw("DATABASE_PATH") or "data/bot.sqlite3"),
+        database_path=database_path,
+        database_url=database_url,
         video_storage_dir=Path(r.raw("VIDEO_STORAGE_DIR") or "data/videos"),
         poll_interval_seconds=r.parsed("POLL_INTERVAL_SECONDS", 20.0, _positive_float, "a number of seconds above 0"),
         http_timeout_seconds=r.parsed("HTTP_TIMEOUT_SECONDS", 30.0, _positive_float, "a number of seconds above 0"),

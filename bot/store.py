@@ -1,4 +1,4 @@
-"""The job store: one SQLite row per /video request, the ledger of what was charged.
+"""The job store: one database row per /video request, the ledger of what was charged.
 
 Write-ahead rule: a row exists in `submitting` before a create request leaves the bot, and the
 202 moves it to `pending` together with the service's job id and the charge, in one statement.
@@ -6,20 +6,24 @@ Write-ahead rule: a row exists in `submitting` before a create request leaves th
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import re
-import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal
 
-import aiosqlite
-
+from bot.database import (
+    Database,
+    DatabaseTooNew,
+    Migration,
+    Row,
+    SqliteDatabase,
+    StoreUnavailable,
+    load_migrations,
+)
+from bot.database_url import is_postgres_url, redacted, sqlite_path_of
 from bot.errors import BotError
 from bot.lifecycle import (
     FINAL_STATES,
@@ -42,18 +46,23 @@ __all__ = [
     "Admission",
     "AdmissionRefused",
     "CreditRefused",
+    "Database",
+    "DatabaseTooNew",
     "IllegalTransition",
     "Job",
     "JobNotFound",
     "JobState",
     "JobStore",
+    "Migration",
     "NewJob",
     "NewOffer",
     "Offer",
     "OfferKind",
     "OfferOutcome",
+    "Row",
     "SpendCap",
     "StoreUnavailable",
+    "load_migrations",
 ]
 
 
@@ -73,10 +82,6 @@ class IllegalTransition(BotError):
 
 class JobNotFound(BotError):
     pass
-
-
-class StoreUnavailable(BotError):
-    """The database could not be written or read (full, locked, I/O error): nothing was recorded."""
 
 
 class AdmissionRefused(BotError):
@@ -161,7 +166,7 @@ class Job:
 _JOB_COLUMNS = tuple(f.name for f in fields(Job))
 
 
-def _job(row: aiosqlite.Row) -> Job:
+def _job(row: Row) -> Job:
     values = dict(zip(row.keys(), tuple(row), strict=True))
     values["state"] = JobState(values["state"])
     values["slow_notice_sent"] = bool(values["slow_notice_sent"])
@@ -240,156 +245,91 @@ class Offer(NewOffer):
 _OFFER_COLUMNS = tuple(f.name for f in fields(Offer))
 
 
-class DatabaseTooNew(BotError):
-    """The database was written by a newer version of the bot: this one must not touch it."""
-
-    def __init__(self, found: int, known: int) -> None:
-        self.found = found
-        self.known = known
-        super().__init__(
-            f"the database is at schema version {found}, but this version of the bot knows only up to {known}: "
-            "it was written by a newer version; run that version, or restore a backup"
-        )
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    sql: str
-
-
-_MIGRATION_NAME = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
-
-
-def load_migrations(source: Traversable | None = None) -> tuple[Migration, ...]:
-    """The `NNNN_name.sql` files of `source` (the shipped `bot/migrations` by default), in order.
-
-    Raises ValueError unless there are some, numbered 1, 2, … without a gap or a duplicate.
-    """
-    folder = source if source is not None else resources.files("bot.migrations")
-    found: list[Migration] = []
-    for entry in folder.iterdir():
-        match = _MIGRATION_NAME.fullmatch(entry.name)
-        if match is None:
-            if entry.name.endswith(".sql"):
-                raise ValueError(f"migration {entry.name!r} is not named NNNN_name.sql")
-            continue
-        found.append(Migration(int(match[1]), entry.name, entry.read_text(encoding="utf-8")))
-    found.sort(key=lambda m: m.version)
-    numbers = [m.version for m in found]
-    if not numbers:
-        raise ValueError("no migrations found: was the package installed without its .sql files?")
-    if numbers != list(range(1, len(found) + 1)):
-        raise ValueError(f"migrations must be numbered from 1 without gaps or duplicates, found {numbers}")
-    return tuple(found)
-
-
 _MIGRATIONS: Sequence[Migration] = load_migrations()
+#: The same migrations, by the same names and numbers, in PostgreSQL's dialect (tests/test_store.py compares them).
+_POSTGRES_MIGRATIONS: Sequence[Migration] = load_migrations(resources.files("bot.migrations.postgresql"))
 
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
 class JobStore:
-    """All SQL of the bot. One connection, one writer at a time."""
+    """All SQL of the bot, on one database (SQLite or PostgreSQL, bot/database.py), one writer at a time."""
 
-    def __init__(self, db: aiosqlite.Connection, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
         self._clock = clock
-        self._write_lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, path: Path | str, *, clock: Callable[[], float] = time.time) -> JobStore:
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(path, isolation_level=None)  # explicit transactions only
-        db.row_factory = aiosqlite.Row
+        """The SQLite database in the file at `path` (made, and migrated, if needed)."""
+        return await cls.on(await SqliteDatabase.open(path), clock=clock)
+
+    @classmethod
+    async def open_url(cls, url: str, *, clock: Callable[[], float] = time.time) -> JobStore:
+        """The database at `sqlite:///PATH` or `postgresql://USER:PASSWORD@HOST:PORT/NAME`, migrated."""
+        path = sqlite_path_of(url)
+        if path is not None:
+            return await cls.open(path, clock=clock)
+        if not is_postgres_url(url):
+            raise ValueError(f"not a sqlite:/// or postgresql:// database address: {redacted(url)}")
+        from bot.postgres import PostgresDatabase  # asyncpg is loaded only by the bots that use it
+
+        return await cls.on(await PostgresDatabase.open(url), clock=clock)
+
+    @classmethod
+    async def on(cls, db: Database, *, clock: Callable[[], float] = time.time) -> JobStore:
+        """The store on an open database, after migrating it; closes the database if that fails."""
         store = cls(db, clock=clock)
         try:
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=FULL")  # a recorded charge must survive a power cut
-            # The row is written before the interaction is acknowledged: a locked database must fail fast,
-            # well inside Discord's 3 s, rather than let the interaction die.
-            await db.execute("PRAGMA busy_timeout=1500")
             await store._migrate()
         except BaseException:
             await db.close()
             raise
         return store
 
+    @property
+    def database(self) -> Database:
+        return self._db
+
+    @property
+    def dialect(self) -> str:
+        return self._db.dialect
+
     async def close(self) -> None:
         await self._db.close()
 
     async def schema_version(self) -> int:
-        async with self._db.execute("PRAGMA user_version") as cursor:
-            row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+        return await self._db.schema_version()
 
     async def _migrate(self) -> None:
-        async with self._write_lock:
-            known = len(_MIGRATIONS)  # SCHEMA_VERSION, read at call time so tests can swap the list
-            while (current := await self.schema_version()) != known:
-                if current > known:
-                    raise DatabaseTooNew(current, known)
-                migration = _MIGRATIONS[current]
-                # One script, one transaction, never split on `;` (a string or a trigger body may hold one).
-                # sqlite3's executescript only COMMITs a transaction already open before it (none is here),
-                # then runs the statements as written; on an error it stops and leaves BEGIN open.
-                script = (
-                    f"BEGIN IMMEDIATE;\n{migration.sql}\n;\n"
-                    f"PRAGMA user_version = {migration.version};\nCOMMIT;"
-                )
-                try:
-                    await self._db.executescript(script)
-                except BaseException as exc:
-                    # Some errors (disk full, I/O) already rolled back; ROLLBACK then would fail.
-                    if self._db.in_transaction:
-                        await self._db.execute("ROLLBACK")
-                    if isinstance(exc, sqlite3.Error) and await self.schema_version() > current:
-                        continue  # another process applied it while we waited for the lock
-                    raise
+        # Read at call time, so tests can swap the lists.
+        await self._db.migrate(_MIGRATIONS if self._db.dialect == "sqlite" else _POSTGRES_MIGRATIONS)
 
     # -- transactions -------------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[None]:
-        """BEGIN IMMEDIATE … COMMIT under the store's lock, so coroutines never interleave a write.
+    def _write(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """One write transaction under the database's lock: one writer at a time (across processes too).
 
         A full disk, a locked file or an I/O error becomes StoreUnavailable: nothing was recorded.
         """
-        async with self._write_lock, _unavailable_on_database_errors():
-            await self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):  # a failed BEGIN/COMMIT may leave no transaction
-                    await self._db.execute("ROLLBACK")
-                raise
-            try:
-                await self._db.execute("COMMIT")
-            except sqlite3.Error:
-                with contextlib.suppress(sqlite3.Error):
-                    await self._db.execute("ROLLBACK")
-                raise
+        return self._db.transaction()
 
-    # -- for the other stores on this connection (bot/server_store.py) ---------------------------
+    # -- for the other stores on this database (bot/server_store.py) -----------------------------
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
         """A write transaction shared with the job store's lock: one writer at a time."""
-        return self._write()
+        return self._db.transaction()
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement inside `transaction()`; returns the rows it changed."""
-        cursor = await self._db.execute(sql, tuple(params))
-        return int(cursor.rowcount)
+        return await self._db.execute(sql, params)
 
-    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        async with _unavailable_on_database_errors(), self._db.execute(sql, tuple(params)) as cursor:
-            return [dict(zip(row.keys(), tuple(row), strict=True)) for row in await cursor.fetchall()]
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Rows by position and by column name (inside `transaction()`: read in it)."""
+        return await self._db.fetch_all(sql, params)
 
-    async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
-        rows = await self.fetch_all(sql, params)
-        return rows[0] if rows else None
+    async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        return await self._db.fetch_one(sql, params)
 
     def now(self) -> float:
         return self._clock()
@@ -402,19 +342,18 @@ class JobStore:
         async with self._write():
             if admission is not None:
                 await self._check_admission(new, admission, now)
-            cursor = await self._db.execute(
+            row = await self._db.fetch_one(
                 """INSERT INTO jobs (state, model, prompt, seed, user_id, guild_id, channel_id, locale,
                        upload_limit_bytes, interaction_token, interaction_expires_at, created_at, updated_at, price_yen)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
                 (
                     S.RECEIVED, new.model, new.prompt, new.seed, new.user_id, new.guild_id, new.channel_id,
                     new.locale, new.upload_limit_bytes, new.interaction_token, new.interaction_expires_at, now, now,
                     new.price_yen,
                 ),
             )
-            job_id = cursor.lastrowid
-            assert job_id is not None
-        return await self.get(job_id)
+            assert row is not None
+        return await self.get(int(row[0]))
 
     async def _check_admission(self, new: NewJob, admission: Admission, now: float) -> None:
         # Per server: a member's cooldown and jobs in flight in one server do not hold them back in another.
@@ -483,10 +422,11 @@ class JobStore:
         assignments = {"state": target, "updated_at": self._clock(), **changes}
         _check_columns(assignments)
         sets = ", ".join(f"{column} = ?" for column in assignments)
-        rows = list(await self._db.execute_fetchall(
+        # No state leads to `received`: nothing to update (and PostgreSQL has no empty `IN ()`).
+        rows = await self._db.fetch_all(
             f"UPDATE jobs SET {sets} WHERE id = ? AND state IN ({_marks(sources)}) RETURNING *",
             (*assignments.values(), job_id, *sources),
-        ))
+        ) if sources else []
         if len(rows) != 1:
             row = await self._one("SELECT state FROM jobs WHERE id = ?", (job_id,))
             raise IllegalTransition(job_id, row[0] if row else None, target)
@@ -539,7 +479,7 @@ class JobStore:
     async def schedule_polls(self, slots: Mapping[int, float]) -> None:
         """Set the next poll time of many jobs in one transaction."""
         async with self._write():
-            await self._db.executemany(
+            await self._db.execute_many(
                 "UPDATE jobs SET next_poll_at = ? WHERE id = ?", [(at, job_id) for job_id, at in slots.items()]
             )
 
@@ -551,8 +491,8 @@ class JobStore:
         _check_columns(assignments)
         sets = ", ".join(f"{column} = ?" for column in assignments)
         async with self._write():
-            cursor = await self._db.execute(f"UPDATE jobs SET {sets} WHERE id = ?", (*assignments.values(), job_id))
-            if cursor.rowcount != 1:
+            changed = await self._db.execute(f"UPDATE jobs SET {sets} WHERE id = ?", (*assignments.values(), job_id))
+            if changed != 1:
                 raise JobNotFound(f"no job #{job_id}")
         return await self.get(job_id)
 
@@ -615,16 +555,16 @@ class JobStore:
         ) is None:
             return 0
         async with self._write():
-            cursor = await self._db.execute(f"UPDATE jobs SET prompt = '' WHERE {' AND '.join(where)}", params)
+            erased = await self._db.execute(f"UPDATE jobs SET prompt = '' WHERE {' AND '.join(where)}", params)
             await self._db.execute(f"UPDATE offers SET prompt = '' WHERE {' AND '.join(offer_where)}", offer_params)
-            return int(cursor.rowcount)
+            return erased
 
     async def guilds_with_prompts(self) -> list[int]:
         """The servers whose requests still hold a prompt."""
-        async with self._db.execute(
+        rows = await self._db.fetch_all(
             "SELECT DISTINCT guild_id FROM jobs WHERE prompt != '' AND guild_id IS NOT NULL"
-        ) as cursor:
-            return [int(row[0]) for row in await cursor.fetchall()]
+        )
+        return [int(row[0]) for row in rows]
 
     # -- offers (the buttons that spend money) -----------------------------------------------------
 
@@ -632,12 +572,12 @@ class JobStore:
         values = {f.name: getattr(new, f.name) for f in fields(NewOffer)}
         values["created_at"] = self._clock()
         async with self._write():
-            cursor = await self._db.execute(
-                f"INSERT INTO offers ({', '.join(values)}) VALUES ({_marks(tuple(values))})", tuple(values.values())
+            row = await self._db.fetch_one(
+                f"INSERT INTO offers ({', '.join(values)}) VALUES ({_marks(tuple(values))}) RETURNING id",
+                tuple(values.values()),
             )
-            offer_id = cursor.lastrowid
-        assert offer_id is not None
-        offer = await self.get_offer(offer_id)
+        assert row is not None
+        offer = await self.get_offer(int(row[0]))
         assert offer is not None
         return offer
 
@@ -654,11 +594,11 @@ class JobStore:
         now = self._clock()
         expiry = "expires_at <= ?" if outcome == "expired" else "expires_at > ?"
         async with self._write():
-            cursor = await self._db.execute(
+            changed = await self._db.execute(
                 f"UPDATE offers SET used_at = ?, outcome = ? WHERE id = ? AND used_at IS NULL AND {expiry}",
                 (now, outcome, offer_id, now),
             )
-            return cursor.rowcount == 1
+            return changed == 1
 
     async def offer_started(self, offer_id: int, job_id: int) -> None:
         """The job the offer's use started (for the record: which click paid for which job)."""
@@ -713,10 +653,10 @@ class JobStore:
 
     async def meta_with_prefix(self, prefix: str) -> dict[str, str]:
         """Every meta row whose key starts with `prefix` (compared exactly, not as a LIKE pattern)."""
-        async with self._db.execute(
+        rows = await self._db.fetch_all(
             "SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
-        ) as cursor:
-            return {str(row[0]): str(row[1]) for row in await cursor.fetchall()}
+        )
+        return {str(row[0]): str(row[1]) for row in rows}
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -787,8 +727,8 @@ class JobStore:
 
     async def state_counts(self) -> dict[JobState, int]:
         """How many jobs are in each state (states with none are left out), read from the state index."""
-        async with self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state") as cursor:
-            return {JobState(row[0]): int(row[1]) for row in await cursor.fetchall()}
+        rows = await self._db.fetch_all("SELECT state, COUNT(*) FROM jobs GROUP BY state")
+        return {JobState(row[0]): int(row[1]) for row in rows}
 
     # -- usage reports and credits ----------------------------------------------------------------
 
@@ -822,16 +762,15 @@ class JobStore:
         creditable = _marks(CREDITABLE_STATES)
         now = self._clock()
         async with self._write():
-            cursor = await self._db.execute(
+            changed = await self._db.execute(
                 f"""UPDATE jobs SET credited_at = ?, credited_by = ?, updated_at = ?
                    WHERE id = ? AND guild_id = ? AND state IN ({creditable}) AND charged_yen > 0
                    AND credited_at IS NULL""",
                 (now, by_user_id, now, job_id, guild_id, *CREDITABLE_STATES),
             )
-            changed = cursor.rowcount == 1
             row = await self._one("SELECT state, charged_yen, credited_at FROM jobs WHERE id = ? AND guild_id = ?",
                                   (job_id, guild_id))
-        if not changed:
+        if changed != 1:
             if row is None:
                 raise CreditRefused(job_id, "not_found")
             if row["credited_at"] is not None:
@@ -839,16 +778,12 @@ class JobStore:
             raise CreditRefused(job_id, "not_failed")
         return await self.get(job_id)
 
-    # Reads are one trip to aiosqlite's thread each (execute, fetch and close there): a cursor's
-    # execute, fetch and close from here were three, each a wake-up of the loop (the bulk of its CPU).
-
-    async def _one(self, sql: str, params: Sequence[Any]) -> aiosqlite.Row | None:
+    async def _one(self, sql: str, params: Sequence[Any]) -> Row | None:
         """The first row of a query that has at most one (a key, or an aggregate)."""
-        rows = list(await self._db.execute_fetchall(sql, tuple(params)))
-        return rows[0] if rows else None
+        return await self._db.fetch_one(sql, params)
 
     async def _jobs(self, sql: str, params: Sequence[Any]) -> list[Job]:
-        return [_job(row) for row in await self._db.execute_fetchall(sql, tuple(params))]
+        return [_job(row) for row in await self._db.fetch_all(sql, params)]
 
 
 def _marks(values: Sequence[object]) -> str:
@@ -860,12 +795,3 @@ def _check_columns(assignments: Mapping[str, Any]) -> None:
     if unknown or "id" in assignments:
         raise ValueError(f"not updatable job columns: {sorted(unknown | ({'id'} & set(assignments)))}")
 
-
-@contextlib.asynccontextmanager
-async def _unavailable_on_database_errors() -> AsyncIterator[None]:
-    try:
-        yield
-    except sqlite3.IntegrityError:
-        raise  # a broken rule of the schema is a bug, not an outage
-    except sqlite3.DatabaseError as exc:
-        raise StoreUnavailable(f"the database could not be written: {exc}") from exc

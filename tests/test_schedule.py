@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 from itertools import pairwise
-from pathlib import Path
 
 from bot.durations import DurationModel
 from bot.schedule import Plan, PollSchedule
-from bot.store import Job, JobState, JobStore
+from bot.store import Job, JobState
+from tests.conftest import StoreOpener
 
 MODEL = "provider/video-model-2.0-fast"
 INTERVAL = 20.0
@@ -143,9 +143,9 @@ def test_the_first_poll_offset_is_kept_with_the_durations() -> None:
     assert again.expected_ready_at(MODEL, 100.0) == 139.5
 
 
-async def test_the_durations_of_every_model_survive_a_restart_through_the_store(tmp_path: Path) -> None:
+async def test_the_durations_of_every_model_survive_a_restart_through_the_store(open_store: StoreOpener) -> None:
     # Models come from a catalogue file that may change between runs: whatever was saved is read back.
-    store = await JobStore.open(tmp_path / "jobs.sqlite3")
+    store = await open_store()  # each backend
     try:
         learned = DurationModel((60.0, 180.0))
         for n in range(20):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from bot.app import server_rules
 from bot.server_settings import SETTING_KEYS, InvalidSetting, check_value, defaults_from
 from bot.settings import read_settings
-from bot.store import JobStore
+from tests.conftest import StoreOpener
 
 ENV = {"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k"}
 
@@ -37,8 +36,8 @@ def test_values_out_of_bounds_are_refused(key: str, value: object) -> None:
         check_value(key, value)
 
 
-async def test_a_change_holds_at_once_is_recorded_and_reset_returns_to_the_default(tmp_path: Path) -> None:
-    store = await JobStore.open(tmp_path / "bot.sqlite3")
+async def test_a_change_holds_at_once_is_recorded_and_reset_returns_to_the_default(open_store: StoreOpener) -> None:
+    store = await open_store()
     settings = read_settings({**ENV, "GUILD_DAILY_BUDGET_YEN": "5000"})
     rules = server_rules(store, settings)
     try:
@@ -66,8 +65,8 @@ async def test_a_change_holds_at_once_is_recorded_and_reset_returns_to_the_defau
         await store.close()
 
 
-async def test_a_damaged_row_falls_back_to_the_default(tmp_path: Path) -> None:
-    store = await JobStore.open(tmp_path / "bot.sqlite3")
+async def test_a_damaged_row_falls_back_to_the_default(open_store: StoreOpener) -> None:
+    store = await open_store()
     rules = server_rules(store, read_settings(ENV))
     try:
         await rules.change(10, 900, {"member_daily_cap_yen": 500, "max_active_jobs": 3})
@@ -88,8 +87,8 @@ def test_every_setting_has_a_name_in_both_languages() -> None:
         assert all(f"setting.{key}" in language for key in SETTING_KEYS)
 
 
-async def test_two_admins_adding_channels_at_once_both_keep_their_change(tmp_path: Path) -> None:
-    store = await JobStore.open(tmp_path / "bot.sqlite3")
+async def test_two_admins_adding_channels_at_once_both_keep_their_change(open_store: StoreOpener) -> None:
+    store = await open_store()
     rules = server_rules(store, read_settings(ENV))
     try:
         def adding(channel: int) -> Callable[[frozenset[int]], list[int]]:

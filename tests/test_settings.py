@@ -97,3 +97,26 @@ def test_the_download_timeout_reaches_the_client() -> None:
             return client._download_timeout.total
 
     assert asyncio.run(built()) == 42.0
+
+
+def test_database_url_picks_the_backend_and_wins_over_database_path() -> None:
+    postgres = read_settings({**REQUIRED, "DATABASE_URL": "postgresql://bot:pa55word@db.internal:5432/videos",
+                              "DATABASE_PATH": "ignored.sqlite3"})
+    assert postgres.database_url == "postgresql://bot:pa55word@db.internal:5432/videos"
+    assert postgres.database_shown == "postgresql://bot:***@db.internal:5432/videos"
+    assert postgres.database_secrets == ("pa55word",)
+    assert "pa55word" not in repr(postgres)
+    relative = read_settings({**REQUIRED, "DATABASE_URL": "sqlite:///state/bot.sqlite3", "DATABASE_PATH": "x.db"})
+    assert (relative.database_url, relative.database_path) == (None, Path("state/bot.sqlite3"))
+    absolute = read_settings({**REQUIRED, "DATABASE_URL": "sqlite:////srv/bot/bot.sqlite3"})
+    assert absolute.database_path == Path("/srv/bot/bot.sqlite3") and absolute.database_shown == "/srv/bot/bot.sqlite3"
+    assert read_settings({**REQUIRED, "DATABASE_PATH": "x.db"}).database_url is None
+
+
+@pytest.mark.parametrize("url", ["mysql://bot:pa55word@db/videos", "postgresql://bot:pa55word@db:port/videos",
+                                 "postgresql://bot:pa55word@db:5432/", "sqlite:///", "pa55word"])
+def test_a_bad_database_url_is_refused_without_echoing_it(url: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        read_settings({**REQUIRED, "DATABASE_URL": url})
+    assert any(problem.startswith("DATABASE_URL must be") for problem in refused.value.problems)
+    assert "pa55word" not in str(refused.value)

@@ -1,11 +1,11 @@
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 import bot.store
+from bot.database import SqliteDatabase
 from bot.store import (
     SCHEMA_VERSION,
     TRANSITIONS,
@@ -21,7 +21,7 @@ from bot.store import (
     StoreUnavailable,
     load_migrations,
 )
-from tests.conftest import Clock
+from tests.conftest import Clock, StoreOpener
 
 S = JobState
 SHIPPED_MIGRATIONS = bot.store._MIGRATIONS
@@ -34,10 +34,9 @@ def new_job(user_id: int = 1, guild_id: int | None = 10, prompt: str = "a cat") 
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[JobStore]:
-    store = await JobStore.open(tmp_path / "jobs.sqlite3")
-    yield store
-    await store.close()
+async def store(open_store: StoreOpener) -> JobStore:
+    """A fresh store of each backend (SQLite and PostgreSQL)."""
+    return await open_store()
 
 
 async def put_in_state(store: JobStore, target: JobState) -> int:
@@ -165,13 +164,13 @@ async def test_a_migration_applied_meanwhile_by_another_process_is_skipped(
     path = tmp_path / "jobs.sqlite3"
     await (await JobStore.open(path)).close()
     # This process read version 0 just before another one migrated and committed.
-    real = JobStore.schema_version
+    real = SqliteDatabase.schema_version
     stale_reads = [0]
 
-    async def stale_then_real(self: JobStore) -> int:
+    async def stale_then_real(self: SqliteDatabase) -> int:
         return stale_reads.pop() if stale_reads else await real(self)
 
-    monkeypatch.setattr(JobStore, "schema_version", stale_then_real)
+    monkeypatch.setattr(SqliteDatabase, "schema_version", stale_then_real)
     store = await JobStore.open(path)
     try:
         await store.set_meta("after", "1")  # no transaction was left open
@@ -231,16 +230,15 @@ async def test_transition_of_a_missing_job(store: JobStore) -> None:
         await store.get(999)
 
 
-async def test_start_up_ends_what_the_last_run_left_half_done(tmp_path: Path) -> None:
-    path = tmp_path / "jobs.sqlite3"
-    store = await JobStore.open(path)
+async def test_start_up_ends_what_the_last_run_left_half_done(open_store: StoreOpener) -> None:
+    store = await open_store()
     unsent = await store.add_submission(new_job())
     sending = await store.transition((await store.add_submission(new_job())).id, S.SUBMITTING)
     done = await store.transition((await store.add_submission(new_job())).id, S.SUBMITTING)
     await store.mark_accepted(done.id, "vid_9", 250, 0.0)
     await store.close()  # the crash: nothing else happened to the first two
 
-    store = await JobStore.open(path)
+    store = await open_store()
     recovered = await store.recover_after_restart()
     assert sorted(job.id for job in recovered) == [unsent.id, sending.id]
     assert (await store.get(unsent.id)).state == S.INTERRUPTED
@@ -296,17 +294,21 @@ async def test_an_unusable_job_id_is_charged_and_never_polled(store: JobStore) -
     assert await store.ledger() == (1, 250)
 
 
-async def test_a_full_database_is_store_unavailable_and_records_nothing(store: JobStore) -> None:
+async def test_a_full_database_is_store_unavailable_and_records_nothing(tmp_path: Path) -> None:
+    store = await JobStore.open(tmp_path / "jobs.sqlite3")
     job = await store.add_submission(new_job())
     # Freeze the file at its current size: the next write finds the database full.
-    async with store._db.execute("PRAGMA page_count") as cursor:
+    assert isinstance(store.database, SqliteDatabase)
+    raw = store.database.connection
+    async with raw.execute("PRAGMA page_count") as cursor:
         row = await cursor.fetchone()
     assert row is not None
-    await store._db.execute(f"PRAGMA max_page_count = {row[0]}")
+    await raw.execute(f"PRAGMA max_page_count = {row[0]}")
     with pytest.raises(StoreUnavailable):
         for _ in range(50):
             await store.add_submission(new_job(prompt="x" * 2000))
     assert (await store.get(job.id)).state == S.RECEIVED
+    await store.close()
 
 
 async def test_concurrent_writers_do_not_lose_updates(store: JobStore) -> None:
@@ -383,9 +385,9 @@ async def test_update_refuses_state_and_unknown_columns(store: JobStore) -> None
         await store.update(job.id, nonsense=1)
 
 
-async def test_admission_cooldown_and_active_limit(tmp_path: Path) -> None:
+async def test_admission_cooldown_and_active_limit(open_store: StoreOpener) -> None:
     clock = Clock()
-    store = await JobStore.open(tmp_path / "a.sqlite3", clock=clock)
+    store = await open_store(clock=clock)
     rules = Admission(cooldown_seconds=60, max_active_jobs=1)
     await store.add_submission(new_job(), rules)
     with pytest.raises(AdmissionRefused) as refused:
@@ -395,17 +397,14 @@ async def test_admission_cooldown_and_active_limit(tmp_path: Path) -> None:
     with pytest.raises(AdmissionRefused) as refused:
         await store.add_submission(new_job(), rules)
     assert refused.value.code == "too_many_active"
-    await store.close()
 
 
-async def test_admission_is_race_free(tmp_path: Path) -> None:
-    store = await JobStore.open(tmp_path / "a.sqlite3")
+async def test_admission_is_race_free(store: JobStore) -> None:
     rules = Admission(max_active_jobs=1)
     results = await asyncio.gather(*(store.add_submission(new_job(), rules) for _ in range(5)),
                                    return_exceptions=True)
     assert sum(not isinstance(r, BaseException) for r in results) == 1
     assert all(isinstance(r, AdmissionRefused) for r in results if isinstance(r, BaseException))
-    await store.close()
 
 
 async def test_a_waiting_jobs_place_in_line_counts_the_waiting_jobs_before_it(store: JobStore) -> None:

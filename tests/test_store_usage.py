@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from bot.store import CreditRefused, Job, JobState, JobStore, NewJob
-from tests.conftest import Clock
+from tests.conftest import Clock, StoreOpener
 
 S = JobState
 GUILD = 10
@@ -26,10 +25,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-async def store(tmp_path: Path, clock: Clock) -> AsyncIterator[JobStore]:
-    store = await JobStore.open(tmp_path / "jobs.sqlite3", clock=clock)
-    yield store
-    await store.close()
+async def store(open_store: StoreOpener, clock: Clock) -> JobStore:
+    """A fresh store of each backend (SQLite and PostgreSQL)."""
+    return await open_store(clock=clock)
 
 
 async def job_in(
@@ -59,11 +57,13 @@ async def job_in(
     return await store.get(job.id)
 
 
-async def test_the_migration_adds_the_credit_columns(store: JobStore, tmp_path: Path) -> None:
+async def test_the_migration_adds_the_credit_columns(tmp_path: Path) -> None:
+    store = await JobStore.open(tmp_path / "jobs.sqlite3")
     with sqlite3.connect(tmp_path / "jobs.sqlite3") as raw:
         columns = {row[1]: row[2] for row in raw.execute("PRAGMA table_info(jobs)")}
     assert columns["credited_at"] == "REAL" and columns["credited_by"] == "INTEGER"
     assert (await job_in(store, Clock(0.0), S.FAILED, at=1)).credited_at is None
+    await store.close()
 
 
 async def test_usage_jobs_are_the_charged_ones_by_acceptance_and_the_unknown_ones_by_request(
