@@ -384,8 +384,10 @@ class JobStore:
         return int(cursor.rowcount)
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        async with _unavailable_on_database_errors(), self._db.execute(sql, tuple(params)) as cursor:
-            return [dict(zip(row.keys(), tuple(row), strict=True)) for row in await cursor.fetchall()]
+        # One trip to the database thread (a cursor's execute, fetch and close were three).
+        async with _unavailable_on_database_errors():
+            rows = await self._db.execute_fetchall(sql, tuple(params))
+        return [dict(zip(row.keys(), tuple(row), strict=True)) for row in rows]
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
         rows = await self.fetch_all(sql, params)
@@ -402,19 +404,18 @@ class JobStore:
         async with self._write():
             if admission is not None:
                 await self._check_admission(new, admission, now)
-            cursor = await self._db.execute(
+            # RETURNING: the row as written, without a second trip to read it back.
+            rows = list(await self._db.execute_fetchall(
                 """INSERT INTO jobs (state, model, prompt, seed, user_id, guild_id, channel_id, locale,
                        upload_limit_bytes, interaction_token, interaction_expires_at, created_at, updated_at, price_yen)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *""",
                 (
                     S.RECEIVED, new.model, new.prompt, new.seed, new.user_id, new.guild_id, new.channel_id,
                     new.locale, new.upload_limit_bytes, new.interaction_token, new.interaction_expires_at, now, now,
                     new.price_yen,
                 ),
-            )
-            job_id = cursor.lastrowid
-            assert job_id is not None
-        return await self.get(job_id)
+            ))
+        return _job(rows[0])
 
     async def _check_admission(self, new: NewJob, admission: Admission, now: float) -> None:
         # Per server: a member's cooldown and jobs in flight in one server do not hold them back in another.
@@ -470,6 +471,11 @@ class JobStore:
 
     async def transition(self, job_id: int, target: JobState, **changes: Any) -> Job:
         """Move a job to `target` if the table allows it, updating other columns in the same statement."""
+        if target not in AUDITED_STATES:
+            # One UPDATE is its own transaction (autocommit): one trip to the database thread instead of
+            # BEGIN, UPDATE and COMMIT, under the same lock so it never joins another coroutine's transaction.
+            async with self._write_lock, _unavailable_on_database_errors():
+                return await self._move(job_id, target, changes)
         async with self._write():
             moved = await self._move(job_id, target, changes)
         return moved
@@ -513,16 +519,16 @@ class JobStore:
             holder = await self._one("SELECT id FROM jobs WHERE service_job_id = ?", (service_job_id,))
             now = self._clock()
             if holder is None:
-                await self._move(job_id, S.PENDING, {
+                moved = await self._move(job_id, S.PENDING, {
                     "service_job_id": service_job_id, "charged_yen": charged_yen, "accepted_at": now,
                     "next_poll_at": next_poll_at,
                 })
             else:
-                await self._move(job_id, S.FAILED, {
+                moved = await self._move(job_id, S.FAILED, {
                     "charged_yen": charged_yen, "accepted_at": now, "finished_at": now,
                     "last_error": f"the service gave job id {service_job_id}, which request #{holder[0]} already holds",
                 })
-        return await self.get(job_id)
+        return moved  # the row as moved (RETURNING): the event written after it does not change it
 
     async def mark_charged_unusable(self, job_id: int, charged_yen: int, shown_id: str) -> Job:
         """A 202 whose job id cannot be used safely: charged, never polled, failed at once."""
