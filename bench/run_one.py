@@ -134,12 +134,18 @@ async def submit(requests: VideoRequests, index: int, at: float, accepted: dict[
 
 
 class StallMonitor:
-    """The event loop's worst stall: how late a short sleep wakes up, at most (run milliseconds)."""
+    """The event loop's worst stall: how late a short sleep wakes up, at most (run milliseconds).
+
+    `worst_busy` counts only the part of a late wake-up the loop's thread spent on the CPU: on a shared
+    machine a process that is merely descheduled wakes late too (identical runs here measured 6 to
+    175 ms), and that is no work of the bot's to move off the loop.
+    """
 
     TICK = 0.005
 
     def __init__(self) -> None:
         self.worst = 0.0
+        self.worst_busy = 0.0
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -147,9 +153,11 @@ class StallMonitor:
 
     async def _watch(self) -> None:
         while True:
-            before = time.monotonic()
+            before, cpu_before = time.monotonic(), time.thread_time()  # this runs on the loop's thread
             await asyncio.sleep(self.TICK)
-            self.worst = max(self.worst, time.monotonic() - before - self.TICK)
+            late = time.monotonic() - before - self.TICK
+            self.worst = max(self.worst, late)
+            self.worst_busy = max(self.worst_busy, min(late, time.thread_time() - cpu_before))
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -255,6 +263,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "deliveries": sink.received,
         "requested": requested,
         "worst_stall_ms": 1000 * stalls.worst,
+        "worst_busy_stall_ms": 1000 * stalls.worst_busy,
         "duplicates": sink.duplicates,
         "announcements": dict(sink.announcements),
         "states": dict(states),

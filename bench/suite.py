@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -30,8 +31,26 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_K = 10.0
 
 
+def profiled(command: list[str], profile_dir: Path, name: str) -> list[str]:
+    """`command` under py-spy, sampling every thread, writing collapsed stacks to profile_dir/name.txt.
+
+    py-spy is a tool of the developer's (`pip install py-spy`), not a dependency of the project.
+    """
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy is None:
+        raise SystemExit("--profile needs py-spy: pip install py-spy")
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    output = profile_dir / f"{name}.txt"
+    return [spy, "record", "--rate", "200", "--threads", "--format", "raw", "--output", str(output), "--", *command]
+
+
 def run_scenario(
-    scenario: Scenario, scale: TimeScale, workdir: Path, seed: int, latency_ms: float = 0.0
+    scenario: Scenario,
+    scale: TimeScale,
+    workdir: Path,
+    seed: int,
+    latency_ms: float = 0.0,
+    profile_dir: Path | None = None,
 ) -> dict[str, Any]:
     workdir.mkdir(parents=True)
     dump, out = workdir / "simulator.json", workdir / "bot.json"
@@ -79,7 +98,10 @@ def run_scenario(
         base_url = simulator.stdout.readline().strip()
         if not base_url.startswith("http"):
             raise RuntimeError(f"the simulator of {scenario.name} did not start")
-        subprocess.run([*bot_cmd, "--base-url", base_url], cwd=ROOT, check=True, timeout=timeout + 60)
+        bot_cmd += ["--base-url", base_url]
+        if profile_dir is not None:
+            bot_cmd = profiled(bot_cmd, profile_dir, scenario.name)
+        subprocess.run(bot_cmd, cwd=ROOT, check=True, timeout=timeout + 60)
     finally:
         simulator.send_signal(signal.SIGTERM)
         simulator.wait(timeout=30)
@@ -107,8 +129,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--huge", type=int, default=10_000, help="jobs in the largest run (0: none)")
     parser.add_argument("--quick", action="store_true",
                         help="a short run for CI: K 20, 20 and 100 jobs, no streams, no 10,000-job run")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="sample the bot's process with py-spy (installed separately) into DIR/<run>.txt, "
+                        "collapsed stacks per thread; its overhead inflates the CPU figures")
     parser.add_argument("--results", type=Path, default=RESULTS, help="output folder (default bench/results)")
     args = parser.parse_args(argv)
+    if args.profile is not None and args.results == RESULTS:
+        args.results = args.profile  # a profiled run's figures are inflated: keep them out of latest.*
     if args.quick:
         args.k, args.small, args.large, args.stream, args.huge = 20.0, 20, 100, 0, 0
 
@@ -127,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         for scenario in scenarios:
             own = TimeScale(scenario.k) if scenario.k is not None else scale
-            run = run_scenario(scenario, own, Path(tmp) / scenario.name, args.seed, args.latency_ms)
+            run = run_scenario(scenario, own, Path(tmp) / scenario.name, args.seed, args.latency_ms, args.profile)
             runs.append(run)
             print(
                 f"{run['name']:>22}: {run['delivered']}/{run['jobs']} delivered, status/job {run['status_per_job']} "

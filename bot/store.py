@@ -342,10 +342,11 @@ class JobStore:
         async with self._write():
             if admission is not None:
                 await self._check_admission(new, admission, now)
+            # RETURNING *: the row as written, without a second trip to read it back.
             row = await self._db.fetch_one(
                 """INSERT INTO jobs (state, model, prompt, seed, user_id, guild_id, channel_id, locale,
                        upload_limit_bytes, interaction_token, interaction_expires_at, created_at, updated_at, price_yen)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *""",
                 (
                     S.RECEIVED, new.model, new.prompt, new.seed, new.user_id, new.guild_id, new.channel_id,
                     new.locale, new.upload_limit_bytes, new.interaction_token, new.interaction_expires_at, now, now,
@@ -353,7 +354,7 @@ class JobStore:
                 ),
             )
             assert row is not None
-        return await self.get(int(row[0]))
+        return _job(row)
 
     async def _check_admission(self, new: NewJob, admission: Admission, now: float) -> None:
         # Per server: a member's cooldown and jobs in flight in one server do not hold them back in another.
@@ -453,16 +454,16 @@ class JobStore:
             holder = await self._one("SELECT id FROM jobs WHERE service_job_id = ?", (service_job_id,))
             now = self._clock()
             if holder is None:
-                await self._move(job_id, S.PENDING, {
+                moved = await self._move(job_id, S.PENDING, {
                     "service_job_id": service_job_id, "charged_yen": charged_yen, "accepted_at": now,
                     "next_poll_at": next_poll_at,
                 })
             else:
-                await self._move(job_id, S.FAILED, {
+                moved = await self._move(job_id, S.FAILED, {
                     "charged_yen": charged_yen, "accepted_at": now, "finished_at": now,
                     "last_error": f"the service gave job id {service_job_id}, which request #{holder[0]} already holds",
                 })
-        return await self.get(job_id)
+        return moved  # the row as moved (RETURNING): the event written after it does not change it
 
     async def mark_charged_unusable(self, job_id: int, charged_yen: int, shown_id: str) -> Job:
         """A 202 whose job id cannot be used safely: charged, never polled, failed at once."""

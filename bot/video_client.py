@@ -510,6 +510,7 @@ async def _save(response: aiohttp.ClientResponse, destination: Path, announced: 
     fd, name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
     partial = Path(name)
     size = 0
+    saved = False
     try:
         with os.fdopen(fd, "wb") as out:
             try:
@@ -526,17 +527,25 @@ async def _save(response: aiohttp.ClientResponse, destination: Path, announced: 
             if announced is not None and size != announced:
                 raise ServiceUnreachable(f"the video download ended early ({size} of {announced} bytes)")
             out.flush()
-            # Waiting for the disk takes milliseconds per MiB: keep it off the event loop.
-            await asyncio.to_thread(os.fsync, out.fileno())
-        await asyncio.to_thread(check_mp4, partial)
-        os.replace(partial, destination)
+            # Waiting for the disk takes milliseconds per MiB: off the event loop, with the check and the
+            # rename in the same trip to a thread (each trip wakes the loop once more).
+            await asyncio.to_thread(_keep, out.fileno(), partial, destination)
+            saved = True
     except OSError as exc:
         if exc.errno in _NO_SPACE:
             raise InsufficientStorage(f"the disk filled up while saving the video ({size} bytes written)") from exc
         raise
     finally:
-        partial.unlink(missing_ok=True)
+        if not saved:
+            partial.unlink(missing_ok=True)
     return size
+
+
+def _keep(fd: int, partial: Path, destination: Path) -> None:
+    """On the disk for good, an MP4, then under its name (blocking: run in a thread)."""
+    os.fsync(fd)
+    check_mp4(partial)
+    os.replace(partial, destination)
 
 
 @contextlib.asynccontextmanager
