@@ -333,7 +333,7 @@ class JobStore:
             await db.execute("PRAGMA synchronous=FULL")  # a recorded charge must survive a power cut
             # The row is written before the interaction is acknowledged: a locked database must fail fast,
             # well inside Discord's 3 s, rather than let the interaction die.
-            await db.execute("PRAGMA busy_timeout=1500")
+            await db.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             await store._migrate()
         except BaseException:
             await db.close()
@@ -375,13 +375,22 @@ class JobStore:
     # -- transactions -------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[None]:
+    async def _write(self, *, wait: bool = True) -> AsyncIterator[None]:
         """BEGIN IMMEDIATE … COMMIT under the store's lock, so coroutines never interleave a write.
 
         A full disk, a locked file or an I/O error becomes StoreUnavailable: nothing was recorded.
+        `wait=False`: a database another process is writing fails at once instead of after the busy timeout,
+        for a periodic write that may skip a round rather than hold up a /video row behind it.
         """
         async with self._write_lock, _unavailable_on_database_errors():
-            await self._db.execute("BEGIN IMMEDIATE")
+            if wait:
+                await self._db.execute("BEGIN IMMEDIATE")
+            else:
+                await self._db.execute("PRAGMA busy_timeout=0")
+                try:
+                    await self._db.execute("BEGIN IMMEDIATE")
+                finally:
+                    await self._db.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             try:
                 yield
             except BaseException:
@@ -641,7 +650,7 @@ class JobStore:
         and forgets processes silent for ten leases.
         """
         now = self._clock()
-        async with self._write():
+        async with self._write(wait=False):  # skipped when busy: the next round comes long before the expiry
             await self._db.execute(
                 """INSERT INTO processes (owner, started_at, heartbeat_at) VALUES (?, ?, ?)
                    ON CONFLICT (owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at""",
@@ -665,13 +674,21 @@ class JobStore:
         `submitting` (maybe sent) unknown, never resent. Returns (every job claimed, as it is now;
         the ones recovery moved).
         """
+        now = self._clock()
+        # Read first: a claim with nothing to take (nearly every one) must not take the write lock that a
+        # /video row waits for.
+        where, params = self._claimable(lease, now, take_all=False, max_notice_attempts=max_notice_attempts)
+        if await self._one(f"SELECT 1 FROM jobs WHERE {where} LIMIT 1", params) is None:
+            return [], []
         async with self._write():
-            return await self._claim(lease, self._clock(), limit=limit, take_all=False,
+            return await self._claim(lease, now, limit=limit, take_all=False,
                                      max_notice_attempts=max_notice_attempts)
 
-    async def _claim(
-        self, lease: Lease, now: float, *, limit: int | None, take_all: bool, max_notice_attempts: int
-    ) -> tuple[list[Job], list[Job]]:
+    @staticmethod
+    def _claimable(
+        lease: Lease, now: float, *, take_all: bool, max_notice_attempts: int
+    ) -> tuple[str, list[Any]]:
+        """Jobs still to be worked on (or told) that `lease` may take: all of them, or those nobody holds."""
         working = _marks(_WORKING_STATES)
         candidates = (*_WORKING_STATES, *_OWED_STATES)
         where = [
@@ -683,13 +700,19 @@ class JobStore:
             # Never one's own: a lease of ours that expired unnoticed is renewed, not recovered.
             where.append("(lease_owner IS NULL OR (lease_owner <> ? AND lease_expires_at <= ?))")
             params += [lease.owner, now]
+        return " AND ".join(where), params
+
+    async def _claim(
+        self, lease: Lease, now: float, *, limit: int | None, take_all: bool, max_notice_attempts: int
+    ) -> tuple[list[Job], list[Job]]:
+        where, params = self._claimable(lease, now, take_all=take_all, max_notice_attempts=max_notice_attempts)
         bound = ""
         if limit is not None:
             bound = "LIMIT ?"
             params.append(limit)
         rows = await self._db.execute_fetchall(
             f"""UPDATE jobs SET lease_owner = ?, lease_expires_at = ?
-                WHERE id IN (SELECT id FROM jobs WHERE {" AND ".join(where)} ORDER BY id {bound} {_CLAIM_LOCK})
+                WHERE id IN (SELECT id FROM jobs WHERE {where} ORDER BY id {bound} {_CLAIM_LOCK})
                 RETURNING id, state""",
             (lease.owner, lease.expires(now), *params),
         )
@@ -1002,6 +1025,10 @@ class JobStore:
 
     async def _jobs(self, sql: str, params: Sequence[Any]) -> list[Job]:
         return [_job(row) for row in await self._db.execute_fetchall(sql, tuple(params))]
+
+
+#: How long a write waits for another process's write: well inside Discord's 3 s for a /video row.
+_BUSY_TIMEOUT_MS = 1500
 
 
 def _marks(values: Sequence[object]) -> str:

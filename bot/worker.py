@@ -258,7 +258,11 @@ class JobWorker:
         """
         await self.durations.load(self._store)
         if self._lease is not None:
-            await self.keep_leases()
+            try:
+                await self.keep_leases()
+            except StoreUnavailable as exc:
+                # Its leases are renewed before a job is touched, and claims come again every round.
+                log.warning("could not renew or claim leases at start-up (%s); trying again shortly", exc)
         for job in await self._store.jobs_in_states((S.COMPLETED, S.DOWNLOADED), owner=self._owner):
             self._mark_held(job)
             self._spawn_finish(job)
