@@ -16,14 +16,18 @@ from unittest.mock import MagicMock
 import aiohttp
 import pytest
 
+from bot.app import build_client, server_rules
 from bot.leases import Lease, new_owner
+from bot.models import BUILT_IN, DEFAULT_MODEL
 from bot.pacing import Pacer
 from bot.retry import RetryPolicy
 from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH
-from bot.store import IllegalTransition, Job, JobState, JobStore, LeaseLost
+from bot.store import IllegalTransition, Job, JobState, JobStore, LeaseLost, NewJob
 from bot.video_client import VideoServiceClient
+from bot.video_requests import VideoRequests
 from bot.worker import JobWorker, WorkerConfig
+from tests.cogs.helpers import bot_settings
 from tests.conftest import SIM_KEY, Clock, SimulatorFactory
 from tests.worker_helpers import (
     PRICE_YEN,
@@ -465,6 +469,84 @@ async def test_a_downloaded_video_missing_from_this_disk_is_downloaded_again_nev
     finally:
         for worker in workers:
             await worker.stop()
+        await store.close()
+
+
+async def test_a_renewal_that_finds_a_job_taken_drops_it_from_the_schedule(
+    stores: tuple[JobStore, JobStore], clock: Clock, tmp_path: Path
+) -> None:
+    first, second = stores
+    a, b = lease("a"), lease("b")
+    worker = JobWorker(first, MagicMock(spec=VideoServiceClient), RecordingDeliverer(),
+                       WorkerConfig(storage_dir=tmp_path), clock=clock, lease=a)
+    job = await in_state(first, S.PENDING, a)
+    worker.wake(job)
+    await worker.keep_leases()
+    assert job.id in worker._schedule
+    clock.now += LEASE + 1  # `a` stalled; `b` takes the job
+    await second.claim_jobs(b, limit=10)
+
+    await worker.keep_leases()
+
+    assert job.id not in worker._schedule
+
+
+async def test_a_worker_that_lost_a_job_neither_posts_it_nor_tells_its_requester(
+    stores: tuple[JobStore, JobStore], clock: Clock, tmp_path: Path
+) -> None:
+    """What a task of the stale process still running would do with the job: nothing, once renewal says so."""
+    first, second = stores
+    a, b = lease("a"), lease("b")
+    deliverer = RecordingDeliverer()
+    worker = JobWorker(first, MagicMock(spec=VideoServiceClient), deliverer, WorkerConfig(storage_dir=tmp_path),
+                       clock=clock, lease=a)
+    video = tmp_path / "video.mp4"
+    video.write_bytes(SAMPLE)
+    ready = await in_state(first, S.PENDING, a)
+    await first.transition(ready.id, S.COMPLETED, owner=a.owner)
+    ready = await first.transition(ready.id, S.DOWNLOADED, owner=a.owner, file_path=str(video))
+    failed = await in_state(first, S.FAILED, a)
+    await worker.keep_leases()
+    clock.now += LEASE + 1  # `a` stalled; `b` takes both
+    await second.claim_jobs(b, limit=10)
+
+    await worker._finish(ready)
+    assert await worker._finalize(failed, "failed") == 0
+
+    assert deliverer.deliveries == [] and deliverer.announcements == []
+    assert (await second.get(ready.id)).state == S.DOWNLOADED and video.exists()
+    assert (await second.get(failed.id)).notice_attempts == 0
+
+
+async def test_a_request_another_process_holds_is_never_sent_by_its_writer(
+    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
+                            MAX_ACTIVE_JOBS_PER_USER="10")
+    clock = Clock(time.time())
+    store = await JobStore.open(settings.database_path, clock=clock)
+    a, b = lease("a"), lease("b")
+    client = build_client(settings, http_session, paced=False)
+    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN, lease=a,
+                             clock=clock)
+    try:
+        request = NewJob(model=DEFAULT_MODEL.id, prompt="a kite", seed=None, user_id=1, guild_id=10, channel_id=100)
+        taken_over = await requests.record(request)
+        assert taken_over.lease_owner == a.owner
+        moved = await requests.record(request)
+        # `a` stalled past its lease while both waited for their turn: `b` took the first (and recovered it).
+        clock.now += LEASE + 1
+        await store.claim_jobs(b, limit=1)
+        with pytest.raises(LeaseLost):
+            await requests.send(taken_over)
+        # Were a lease ever moved without its recovery, the write-ahead would still refuse.
+        await store.update(moved.id, lease_owner=b.owner)
+        with pytest.raises(LeaseLost):
+            await requests.send(moved)
+        assert simulator.creates_received == 0 and simulator.spend == 0
+        assert (await store.get(taken_over.id)).state == S.INTERRUPTED
+        assert (await store.get(moved.id)).state == S.RECEIVED
+    finally:
         await store.close()
 
 
