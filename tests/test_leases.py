@@ -415,6 +415,7 @@ async def test_a_worker_that_lost_its_lease_drops_the_job_before_touching_it_aga
         clock.offset += 61  # both would poll it now
 
         await wait_for_states(store, [job.id], [S.DELIVERED])
+        await wait_until(lambda: _forgotten(stalled, job))  # `a` came to its planned poll, and let it go
         assert [d.job_id for d in to_b.deliveries] == [job.id] and to_a.deliveries == []
         assert len(client_a.status_calls) == 1, "the process that lost the job never polled it again"
         assert to_a.announcements == []
@@ -427,6 +428,10 @@ async def test_a_worker_that_lost_its_lease_drops_the_job_before_touching_it_aga
 async def done_at_service(sim: VideoServiceSimulator, job: Job) -> None:
     assert job.service_job_id is not None
     await asyncio.sleep(max(0.0, sim.jobs[job.service_job_id].completed_at - time.monotonic()) + 0.01)
+
+
+async def _forgotten(worker: JobWorker, job: Job) -> bool:
+    return job.id not in worker._schedule
 
 
 async def _held_by(store: JobStore, job: Job, holder: Lease) -> bool:
