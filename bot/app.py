@@ -17,6 +17,7 @@ import aiohttp
 
 from bot.durations import DurationModel
 from bot.housekeeping import Chores, GuildLocale, Housekeeping, LinePoster
+from bot.leases import Lease
 from bot.metrics import Metrics, MetricsEndpoint, TimedDeliverer
 from bot.models import Catalogue, load_catalogue
 from bot.pacing import Pacer, service_pacer
@@ -92,6 +93,7 @@ class Services:
     housekeeping: Housekeeping
     owns_session: bool = True
     metrics: MetricsEndpoint | None = None
+    lease: Lease | None = None  # this process's identity among those sharing the database
 
     @property
     def durations(self) -> DurationModel:
@@ -104,6 +106,8 @@ class Services:
         await self.housekeeping.stop()
         await self.worker.stop()
         await self.requests.close()
+        # Nothing of this process works on a job any more: a live process takes them at once.
+        await self.worker.release_leases()
         if self.owns_session:
             await self.session.close()
         await self.store.close()
@@ -124,6 +128,7 @@ async def open_services(
     post_line: LinePoster | None = None,
     guild_locale: GuildLocale = lambda guild_id: None,
     chores: Chores | None = None,
+    lease: Lease | None = None,
 ) -> Services:
     """Open the store, the session and the client, and wire the worker and request handling to them.
 
@@ -132,7 +137,10 @@ async def open_services(
     hands out polls only when it has a turn (built here from the settings without a factory).
     `catalogue` is the one the caller already read from these settings (read here otherwise).
     `post_line` posts the servers' log lines (none are posted without it).
+    `lease`: this process's identity on the database (a new one, of LEASE_SECONDS, unless given).
     """
+    if lease is None:
+        lease = Lease.for_this_process(settings.lease_seconds)
     if catalogue is None:
         catalogue = catalogue_of(settings)
     if settings.metrics_port is None:
@@ -154,7 +162,9 @@ async def open_services(
         config = worker or worker_config(settings)
         # One model of job durations: the worker's poll schedule learns it; estimates read it.
         durations = DurationModel.for_interval(config.poll_interval)
-        job_worker = JobWorker(store, service, deliverer, config, clock=clock, durations=durations, pacer=pacer)
+        job_worker = JobWorker(
+            store, service, deliverer, config, clock=clock, durations=durations, pacer=pacer, lease=lease
+        )
 
         def accepted(job: Job) -> None:
             job_worker.wake(job)
@@ -164,7 +174,7 @@ async def open_services(
         rules = server_rules(store, settings)
         requests = VideoRequests(
             store, service, settings, rules, catalogue=catalogue, on_accepted=accepted, tell=job_worker.tell,
-            clock=clock, estimate_ready=durations.expected_ready_at,
+            clock=clock, estimate_ready=durations.expected_ready_at, lease=lease,
         )
         chores_runner = Housekeeping(
             store, rules, service, settings, post_line or _no_log_channel, guild_locale=guild_locale, chores=chores,
@@ -179,7 +189,8 @@ async def open_services(
         await store.close()
         raise
     return Services(
-        settings, http, store, service, job_worker, requests, rules, catalogue, chores_runner, owns_session, endpoint
+        settings, http, store, service, job_worker, requests, rules, catalogue, chores_runner, owns_session, endpoint,
+        lease,
     )
 
 

@@ -57,8 +57,11 @@ class Database(Protocol):
 
     dialect: Dialect
 
-    def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
-        """One write transaction at a time; statements and reads inside it run in it."""
+    def transaction(self, *, wait: bool = True) -> contextlib.AbstractAsyncContextManager[None]:
+        """One write transaction at a time; statements and reads inside it run in it.
+
+        `wait=False`: when another process is writing, fail at once with StoreUnavailable.
+        """
         ...
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
@@ -116,6 +119,10 @@ def load_migrations(source: Traversable | None = None) -> tuple[Migration, ...]:
     return tuple(found)
 
 
+#: How long a write waits for another process's write: well inside Discord's 3 s for a /video row.
+BUSY_TIMEOUT_MS = 1500
+
+
 # -- SQLite ------------------------------------------------------------------------------------------
 
 
@@ -139,7 +146,7 @@ class SqliteDatabase:
             await db.execute("PRAGMA synchronous=FULL")  # a recorded charge must survive a power cut
             # The row is written before the interaction is acknowledged: a locked database must fail fast,
             # well inside Discord's 3 s, rather than let the interaction die.
-            await db.execute("PRAGMA busy_timeout=1500")
+            await db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         except BaseException:
             await db.close()
             raise
@@ -183,10 +190,17 @@ class SqliteDatabase:
                     raise
 
     @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[None]:
+    async def _write(self, wait: bool) -> AsyncIterator[None]:
         async with self._write_lock:
             with _sqlite_errors():
-                await self._db.execute("BEGIN IMMEDIATE")
+                if wait:
+                    await self._db.execute("BEGIN IMMEDIATE")
+                else:
+                    await self._db.execute("PRAGMA busy_timeout=0")
+                    try:
+                        await self._db.execute("BEGIN IMMEDIATE")
+                    finally:
+                        await self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
                 try:
                     yield
                 except BaseException:
@@ -200,9 +214,13 @@ class SqliteDatabase:
                         await self._db.execute("ROLLBACK")
                     raise
 
-    def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
-        """BEGIN IMMEDIATE … COMMIT under the lock, so coroutines never interleave a write."""
-        return self._write()
+    def transaction(self, *, wait: bool = True) -> contextlib.AbstractAsyncContextManager[None]:
+        """BEGIN IMMEDIATE … COMMIT under the lock, so coroutines never interleave a write.
+
+        `wait=False`: a database another process is writing fails at once (StoreUnavailable) instead of after
+        the busy timeout, for a periodic write that may skip a round rather than hold up a /video row.
+        """
+        return self._write(wait)
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         with _sqlite_errors():

@@ -26,7 +26,9 @@ class Pacer:
         if rate <= 0 or burst < 1 or turns < 1:
             raise ValueError("rate must be above 0, burst and turns at least 1")
         self._interval = 1.0 / rate
+        self._burst = burst
         self._tolerance = (burst - 1) * self._interval
+        self._key_rate = rate  # the whole limit, of which `share` keeps a part
         self._clock = clock
         self._sleep = sleep
         self._theoretical_arrival = 0.0
@@ -38,6 +40,31 @@ class Pacer:
     @property
     def rate(self) -> float:
         return 1.0 / self._interval
+
+    def set_rate(self, rate: float) -> None:
+        """Pace at `rate` from now on, the slot already reserved included: a lower rate pushes it out.
+
+        Safe between any two calls (one event loop): the next free moment moves by the change of spacing.
+        """
+        if rate <= 0:
+            raise ValueError("rate must be above 0")
+        change = 1.0 / rate - self._interval
+        self._interval = 1.0 / rate
+        self._tolerance = (self._burst - 1) * self._interval
+        if self._theoretical_arrival:
+            self._theoretical_arrival += change
+        if self._sent_arrival:
+            self._sent_arrival += change
+
+    def share(self, processes: int) -> float:
+        """The service's limit belongs to the key: pace at an equal share among `processes` live processes.
+
+        Returns the rate now paced at.
+        """
+        rate = self._key_rate / max(1, processes)
+        if rate != self.rate:
+            self.set_rate(rate)
+        return rate
 
     def reserve(self) -> float:
         """Claim the next slot; returns how many seconds to wait for it."""

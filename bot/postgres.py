@@ -211,14 +211,19 @@ class PostgresDatabase:
     # -- statements ------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[None]:
+    async def _write(self, wait: bool) -> AsyncIterator[None]:
         async with self._write_lock:
             with _postgres_errors():
                 async with self._pool.acquire() as connection:
                     token = self._transaction.set(connection)
                     try:
-                        # One trip: the transaction and the lock that makes it the only writer.
-                        await connection.execute(f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
+                        if wait:
+                            # One trip: the transaction and the lock that makes it the only writer.
+                            await connection.execute(f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
+                        else:
+                            await connection.execute("BEGIN")
+                            if not await connection.fetchval(f"SELECT pg_try_advisory_xact_lock({WRITE_LOCK_KEY})"):
+                                raise StoreUnavailable("the database is busy with another process's write")
                         yield
                         await connection.execute("COMMIT")
                     except BaseException:
@@ -229,8 +234,8 @@ class PostgresDatabase:
                     finally:
                         self._transaction.reset(token)
 
-    def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
-        return self._write()
+    def transaction(self, *, wait: bool = True) -> contextlib.AbstractAsyncContextManager[None]:
+        return self._write(wait)
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         target = self._transaction.get() or self._pool

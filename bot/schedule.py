@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bot.durations import DurationModel
@@ -52,6 +53,10 @@ class PollSchedule:
 
     def __contains__(self, job_id: int) -> bool:
         return job_id in self._plans
+
+    def __iter__(self) -> Iterator[int]:
+        """The ids of the planned jobs (a copy: dropping while iterating is fine)."""
+        return iter(list(self._plans))
 
     def get(self, job_id: int) -> Plan | None:
         return self._plans.get(job_id)

@@ -78,6 +78,9 @@ class Settings:
     models_file: Path | None = None
     # How long a button that spends money (a re-roll's Confirm, Generate) waits for its click.
     offer_seconds: float = 60.0
+    # How long a process's hold on a job lasts without renewal (bot/leases.py): a survivor takes a dead
+    # process's jobs after this.
+    lease_seconds: float = 30.0
 
     @property
     def database_shown(self) -> str:
@@ -255,6 +258,7 @@ def read_settings(env: Mapping[str, str]) -> Settings:
         metrics_host=r.raw("METRICS_HOST") or "127.0.0.1",
         models_file=Path(models) if (models := r.raw("MODELS_FILE")) else None,
         offer_seconds=r.parsed("OFFER_SECONDS", 60.0, _positive_float, "a number of seconds above 0"),
+        lease_seconds=r.parsed("LEASE_SECONDS", 30.0, _positive_float, "a number of seconds above 0"),
     )
     if r.problems:
         raise SettingsError(r.problems)

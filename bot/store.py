@@ -17,6 +17,7 @@ from typing import Any, Literal
 from bot.database import (
     Database,
     DatabaseTooNew,
+    Dialect,
     Migration,
     Row,
     SqliteDatabase,
@@ -25,6 +26,7 @@ from bot.database import (
 )
 from bot.database_url import is_postgres_url, redacted, sqlite_path_of
 from bot.errors import BotError
+from bot.leases import Lease
 from bot.lifecycle import (
     FINAL_STATES,
     IN_FLIGHT_STATES,
@@ -36,6 +38,7 @@ from bot.lifecycle import (
     sources_of,
 )
 from bot.notices import RefusalCode
+from bot.retry import NOTICE_ROUNDS
 
 __all__ = [
     "CREDITABLE_STATES",
@@ -53,12 +56,14 @@ __all__ = [
     "JobNotFound",
     "JobState",
     "JobStore",
+    "LeaseLost",
     "Migration",
     "NewJob",
     "NewOffer",
     "Offer",
     "OfferKind",
     "OfferOutcome",
+    "Renewal",
     "Row",
     "SpendCap",
     "StoreUnavailable",
@@ -82,6 +87,23 @@ class IllegalTransition(BotError):
 
 class JobNotFound(BotError):
     pass
+
+
+class LeaseLost(BotError):
+    """A write for a job whose lease another process holds now (this one stalled past its expiry): refused."""
+
+    def __init__(self, job_id: int, holder: str | None) -> None:
+        self.job_id = job_id
+        self.holder = holder
+        super().__init__(f"job #{job_id}: this process no longer holds its lease (held by {holder or 'nobody'})")
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """What one renewal found: the jobs this process still holds, and how many processes are alive."""
+
+    held: frozenset[int]
+    live_processes: int
 
 
 class AdmissionRefused(BotError):
@@ -150,6 +172,8 @@ class Job:
     credited_at: float | None = None  # support refunded this failed job's charge (marked by a server admin)
     credited_by: int | None = None  # the Discord user who marked it
     progress_at: float | None = None  # when its receipt last showed its place in line and ready time
+    lease_owner: str | None = None  # the process working on it (bot/leases.py); None: free to claim
+    lease_expires_at: float | None = None
 
     def __repr__(self) -> str:
         # The interaction token is a credential for 15 minutes: keep it out of logs.
@@ -307,12 +331,14 @@ class JobStore:
 
     # -- transactions -------------------------------------------------------------------------
 
-    def _write(self) -> contextlib.AbstractAsyncContextManager[None]:
+    def _write(self, *, wait: bool = True) -> contextlib.AbstractAsyncContextManager[None]:
         """One write transaction under the database's lock: one writer at a time (across processes too).
 
         A full disk, a locked file or an I/O error becomes StoreUnavailable: nothing was recorded.
+        `wait=False`: a database another process is writing fails at once instead of after the busy timeout,
+        for a periodic write that may skip a round rather than hold up a /video row behind it.
         """
-        return self._db.transaction()
+        return self._db.transaction(wait=wait)
 
     # -- for the other stores on this database (bot/server_store.py) -----------------------------
 
@@ -336,8 +362,14 @@ class JobStore:
 
     # -- writes -------------------------------------------------------------------------------
 
-    async def add_submission(self, new: NewJob, admission: Admission | None = None) -> Job:
-        """Write the request down in `received`, after the guardrails pass in the same transaction."""
+    async def add_submission(
+        self, new: NewJob, admission: Admission | None = None, *, lease: Lease | None = None
+    ) -> Job:
+        """Write the request down in `received`, after the guardrails pass in the same transaction.
+
+        `lease`: the creating process holds it from the first moment (in the same INSERT), so no other
+        process can claim it while it is being sent.
+        """
         now = self._clock()
         async with self._write():
             if admission is not None:
@@ -345,12 +377,13 @@ class JobStore:
             # RETURNING *: the row as written, without a second trip to read it back.
             row = await self._db.fetch_one(
                 """INSERT INTO jobs (state, model, prompt, seed, user_id, guild_id, channel_id, locale,
-                       upload_limit_bytes, interaction_token, interaction_expires_at, created_at, updated_at, price_yen)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *""",
+                       upload_limit_bytes, interaction_token, interaction_expires_at, created_at, updated_at, price_yen,
+                       lease_owner, lease_expires_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *""",
                 (
                     S.RECEIVED, new.model, new.prompt, new.seed, new.user_id, new.guild_id, new.channel_id,
                     new.locale, new.upload_limit_bytes, new.interaction_token, new.interaction_expires_at, now, now,
-                    new.price_yen,
+                    new.price_yen, lease.owner if lease else None, lease.expires(now) if lease else None,
                 ),
             )
             assert row is not None
@@ -408,28 +441,36 @@ class JobStore:
         )
         return int(row[0]) if row else 0
 
-    async def transition(self, job_id: int, target: JobState, **changes: Any) -> Job:
-        """Move a job to `target` if the table allows it, updating other columns in the same statement."""
+    async def transition(self, job_id: int, target: JobState, *, owner: str | None = None, **changes: Any) -> Job:
+        """Move a job to `target` if the table allows it, updating other columns in the same statement.
+
+        `owner`: only while that process holds the job's lease (LeaseLost otherwise).
+        """
         async with self._write():
-            moved = await self._move(job_id, target, changes)
+            moved = await self._move(job_id, target, changes, owner=owner)
         return moved
 
-    async def _move(self, job_id: int, target: JobState, changes: Mapping[str, Any]) -> Job:
+    async def _move(
+        self, job_id: int, target: JobState, changes: Mapping[str, Any], *, owner: str | None = None
+    ) -> Job:
         """The one place a state changes (inside a write transaction), checked against TRANSITIONS.
 
         Returns the row as moved (RETURNING: no second read after the commit).
         """
         sources = sources_of(target)
-        assignments = {"state": target, "updated_at": self._clock(), **changes}
+        assignments = _released_when_told({"state": target, "updated_at": self._clock(), **changes})
         _check_columns(assignments)
         sets = ", ".join(f"{column} = ?" for column in assignments)
+        held, held_params = _held_by(owner)
         # No state leads to `received`: nothing to update (and PostgreSQL has no empty `IN ()`).
         rows = await self._db.fetch_all(
-            f"UPDATE jobs SET {sets} WHERE id = ? AND state IN ({_marks(sources)}) RETURNING *",
-            (*assignments.values(), job_id, *sources),
+            f"UPDATE jobs SET {sets} WHERE id = ? AND state IN ({_marks(sources)}){held} RETURNING *",
+            (*assignments.values(), job_id, *sources, *held_params),
         ) if sources else []
         if len(rows) != 1:
-            row = await self._one("SELECT state FROM jobs WHERE id = ?", (job_id,))
+            row = await self._one("SELECT state, lease_owner FROM jobs WHERE id = ?", (job_id,))
+            if row is not None and owner is not None and row[1] != owner:
+                raise LeaseLost(job_id, row[1])
             raise IllegalTransition(job_id, row[0] if row else None, target)
         kind = AUDITED_STATES.get(target)
         if kind is not None:
@@ -444,7 +485,9 @@ class JobStore:
             )
         return _job(rows[0])
 
-    async def mark_accepted(self, job_id: int, service_job_id: str, charged_yen: int, next_poll_at: float) -> Job:
+    async def mark_accepted(
+        self, job_id: int, service_job_id: str, charged_yen: int, next_poll_at: float, *, owner: str | None = None
+    ) -> Job:
         """Record the 202: the service's job id and the charge, in one transaction.
 
         If another request already holds that job id, the first keeps the job: this one ends failed,
@@ -457,12 +500,12 @@ class JobStore:
                 moved = await self._move(job_id, S.PENDING, {
                     "service_job_id": service_job_id, "charged_yen": charged_yen, "accepted_at": now,
                     "next_poll_at": next_poll_at,
-                })
+                }, owner=owner)
             else:
                 moved = await self._move(job_id, S.FAILED, {
                     "charged_yen": charged_yen, "accepted_at": now, "finished_at": now,
                     "last_error": f"the service gave job id {service_job_id}, which request #{holder[0]} already holds",
-                })
+                }, owner=owner)
         return moved  # the row as moved (RETURNING): the event written after it does not change it
 
     async def mark_charged_unusable(self, job_id: int, charged_yen: int, shown_id: str) -> Job:
@@ -473,55 +516,178 @@ class JobStore:
             last_error=f"the service gave an unusable job id {shown_id}",
         )
 
-    async def mark_told(self, job_id: int) -> None:
+    async def mark_told(self, job_id: int, *, owner: str | None = None) -> None:
         """The requester got the final message (or one could never be delivered, after the retries)."""
-        await self.update(job_id, told_at=self._clock())
+        await self.update(job_id, owner=owner, told_at=self._clock())
 
-    async def schedule_polls(self, slots: Mapping[int, float]) -> None:
-        """Set the next poll time of many jobs in one transaction."""
+    async def schedule_polls(self, slots: Mapping[int, float], *, owner: str | None = None) -> None:
+        """Set the next poll time of many jobs in one transaction (with `owner`: only of jobs it still holds)."""
+        held, held_params = _held_by(owner)
         async with self._write():
             await self._db.execute_many(
-                "UPDATE jobs SET next_poll_at = ? WHERE id = ?", [(at, job_id) for job_id, at in slots.items()]
+                f"UPDATE jobs SET next_poll_at = ? WHERE id = ?{held}",
+                [(at, job_id, *held_params) for job_id, at in slots.items()],
             )
 
-    async def update(self, job_id: int, **changes: Any) -> Job:
-        """Change columns other than the state (poll times, message ids, notes)."""
+    async def update(self, job_id: int, *, owner: str | None = None, **changes: Any) -> Job:
+        """Change columns other than the state (poll times, message ids, notes).
+
+        `owner`: only while that process holds the job's lease (LeaseLost otherwise).
+        """
         if "state" in changes:
             raise ValueError("use transition() to change a job's state")
-        assignments = {"updated_at": self._clock(), **changes}
+        assignments = _released_when_told({"updated_at": self._clock(), **changes})
         _check_columns(assignments)
         sets = ", ".join(f"{column} = ?" for column in assignments)
+        held, held_params = _held_by(owner)
         async with self._write():
-            changed = await self._db.execute(f"UPDATE jobs SET {sets} WHERE id = ?", (*assignments.values(), job_id))
+            changed = await self._db.execute(
+                f"UPDATE jobs SET {sets} WHERE id = ?{held}", (*assignments.values(), job_id, *held_params)
+            )
             if changed != 1:
+                row = await self._one("SELECT lease_owner FROM jobs WHERE id = ?", (job_id,))
+                if row is not None and owner is not None:
+                    raise LeaseLost(job_id, row[0])
                 raise JobNotFound(f"no job #{job_id}")
         return await self.get(job_id)
 
-    async def recover_after_restart(self) -> list[Job]:
+    async def recover_after_restart(
+        self, lease: Lease | None = None, *, max_notice_attempts: int = NOTICE_ROUNDS
+    ) -> list[Job]:
         """At start-up, before any command runs: requests the last run left half-done.
 
         `received` never left the bot: interrupted, nothing spent. `submitting` may have been sent and
         charged: outcome unknown, never resent. Both are then owed a final message (see `untold`).
+
+        `lease`: this process also takes over jobs still to be worked on. On SQLite, which no other process
+        can use (bot/instance_lock.py), every one of them at once, without waiting for leases to expire. On
+        PostgreSQL other processes may be alive and working: only the jobs nobody holds or whose lease
+        expired (what `claim_jobs` takes; a dead process's other jobs follow as their leases expire).
+        Returns the requests it moved.
         """
-        moved: list[Job] = []
-        for source, target, reason in (
-            (S.RECEIVED, S.INTERRUPTED, "the bot stopped before the request was sent"),
-            (S.SUBMITTING, S.UNKNOWN, "the bot stopped while the request was being sent"),
-        ):
+        if lease is not None:
+            take_all = self._db.dialect == "sqlite"
+            async with self._write():
+                _, moved = await self._claim(lease, self._clock(), limit=None, take_all=take_all,
+                                             max_notice_attempts=max_notice_attempts)
+            return moved
+        moved = []
+        for source, (target, reason) in _RECOVERY.items():
             for job in await self.jobs_in_states((source,)):
                 moved.append(await self.transition(job.id, target, last_error=reason))
         return moved
 
-    async def untold(self, *, older_than: float, max_notice_attempts: int, limit: int = 100) -> list[Job]:
-        """Requests in a state owed a final message that nobody has sent yet.
+    # -- leases (bot/leases.py): which process works on which job --------------------------------
+
+    async def renew_leases(self, lease: Lease) -> Renewal:
+        """The process's heartbeat and the renewal of every lease it holds, in one transaction.
+
+        One UPDATE renews them all; it returns the jobs still held, so the caller drops those another
+        process took. Also counts the live processes (a heartbeat within one lease), itself included,
+        and forgets processes silent for ten leases.
+        """
+        now = self._clock()
+        async with self._write(wait=False):  # skipped when busy: the next round comes long before the expiry
+            await self._db.execute(
+                """INSERT INTO processes (owner, started_at, heartbeat_at) VALUES (?, ?, ?)
+                   ON CONFLICT (owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at""",
+                (lease.owner, now, now),
+            )
+            rows = await self._db.fetch_all(
+                "UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? RETURNING id",
+                (lease.expires(now), lease.owner),
+            )
+            await self._db.execute("DELETE FROM processes WHERE heartbeat_at < ?", (now - 10 * lease.seconds,))
+            live = await self._one("SELECT COUNT(*) FROM processes WHERE heartbeat_at > ?", (now - lease.seconds,))
+        return Renewal(frozenset(int(row[0]) for row in rows), max(1, int(live[0]) if live else 1))
+
+    async def claim_jobs(
+        self, lease: Lease, *, limit: int, max_notice_attempts: int = NOTICE_ROUNDS
+    ) -> tuple[list[Job], list[Job]]:
+        """Take up to `limit` jobs still to be worked on whose lease expired or that nobody holds.
+
+        One atomic claim, so each job goes to one process; the recovery of what was taken happens in the
+        same transaction, so it runs once per request: `received` (never sent) ends interrupted,
+        `submitting` (maybe sent) unknown, never resent. Returns (every job claimed, as it is now;
+        the ones recovery moved).
+        """
+        now = self._clock()
+        # Read first: a claim with nothing to take (nearly every one) must not take the write lock that a
+        # /video row waits for.
+        where, params = self._claimable(lease, now, take_all=False, max_notice_attempts=max_notice_attempts)
+        if await self._one(f"SELECT 1 FROM jobs WHERE {where} LIMIT 1", params) is None:
+            return [], []
+        async with self._write():
+            return await self._claim(lease, now, limit=limit, take_all=False,
+                                     max_notice_attempts=max_notice_attempts)
+
+    @staticmethod
+    def _claimable(
+        lease: Lease, now: float, *, take_all: bool, max_notice_attempts: int
+    ) -> tuple[str, list[Any]]:
+        """Jobs still to be worked on (or told) that `lease` may take: all of them, or those nobody holds."""
+        working = _marks(_WORKING_STATES)
+        candidates = (*_WORKING_STATES, *_OWED_STATES)
+        where = [
+            f"state IN ({_marks(candidates)})",
+            f"(state IN ({working}) OR (told_at IS NULL AND notice_attempts < ?))",
+        ]
+        params: list[Any] = [*candidates, *_WORKING_STATES, max_notice_attempts]
+        if not take_all:
+            # Never one's own: a lease of ours that expired unnoticed is renewed, not recovered.
+            where.append("(lease_owner IS NULL OR (lease_owner <> ? AND lease_expires_at <= ?))")
+            params += [lease.owner, now]
+        return " AND ".join(where), params
+
+    async def _claim(
+        self, lease: Lease, now: float, *, limit: int | None, take_all: bool, max_notice_attempts: int
+    ) -> tuple[list[Job], list[Job]]:
+        where, params = self._claimable(lease, now, take_all=take_all, max_notice_attempts=max_notice_attempts)
+        bound = ""
+        if limit is not None:
+            bound = "LIMIT ?"
+            params.append(limit)
+        rows = await self._db.fetch_all(
+            f"""UPDATE jobs SET lease_owner = ?, lease_expires_at = ?
+                WHERE id IN (SELECT id FROM jobs WHERE {where} ORDER BY id {bound} {_CLAIM_LOCK[self._db.dialect]})
+                RETURNING id, state""",
+            (lease.owner, lease.expires(now), *params),
+        )
+        claimed = sorted((int(row[0]), JobState(row[1])) for row in rows)
+        moved: list[Job] = []
+        for job_id, state in claimed:
+            recovery = _RECOVERY.get(state)
+            if recovery is not None:
+                target, reason = recovery
+                moved.append(await self._move(job_id, target, {"last_error": reason}, owner=lease.owner))
+        if not claimed:
+            return [], moved
+        ids = [job_id for job_id, _ in claimed]
+        jobs = await self._jobs(f"SELECT * FROM jobs WHERE id IN ({_marks(ids)}) ORDER BY id", ids)
+        return jobs, moved
+
+    async def release_leases(self, owner: str) -> int:
+        """A clean stop: every lease of `owner` is given up at once (a live process claims them without waiting
+        for their expiry), and its heartbeat goes. Returns how many jobs it released."""
+        async with self._write():
+            released = await self._db.execute(
+                "UPDATE jobs SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner = ?", (owner,)
+            )
+            await self._db.execute("DELETE FROM processes WHERE owner = ?", (owner,))
+            return released
+
+    async def untold(
+        self, *, older_than: float, max_notice_attempts: int, limit: int = 100, owner: str | None = None
+    ) -> list[Job]:
+        """Requests in a state owed a final message that nobody has sent yet (with `owner`: of its jobs only).
 
         `older_than` leaves alone the ones the running process is telling right now.
         """
-        owed = (*FINAL_STATES - {S.DELIVERED}, S.UNDELIVERABLE)
+        held, held_params = _held_by(owner)
         return await self._jobs(
-            f"SELECT * FROM jobs WHERE told_at IS NULL AND state IN ({_marks(owed)}) AND updated_at <= ? "
-            "AND notice_attempts < ? ORDER BY id LIMIT ?",
-            (*owed, older_than, max_notice_attempts, limit),
+            f"SELECT * FROM jobs WHERE told_at IS NULL AND state IN ({_marks(_OWED_STATES)}) AND updated_at <= ? "
+            f"AND notice_attempts < ?{held} ORDER BY id LIMIT ?",
+            (*_OWED_STATES, older_than, max_notice_attempts, *held_params, limit),
         )
 
     async def erase_prompts(self, *, finished_before: float | None = None, guild_id: int | None = None) -> int:
@@ -691,15 +857,21 @@ class JobStore:
         )
         return float(row[0]) if row and row[0] is not None else None
 
-    async def polled_jobs(self) -> list[Job]:
-        """Every job the worker polls, soonest planned poll first (read at start-up, not per poll)."""
+    async def polled_jobs(self, *, owner: str | None = None) -> list[Job]:
+        """Every job the worker polls (with `owner`: that it holds), soonest planned poll first (read at
+        start-up, not per poll)."""
+        held, held_params = _held_by(owner)
         return await self._jobs(
-            f"SELECT * FROM jobs WHERE state IN ({_marks(POLLED_STATES)}) ORDER BY next_poll_at, id", POLLED_STATES
+            f"SELECT * FROM jobs WHERE state IN ({_marks(POLLED_STATES)}){held} ORDER BY next_poll_at, id",
+            (*POLLED_STATES, *held_params),
         )
 
-    async def jobs_in_states(self, states: Iterable[JobState]) -> list[Job]:
+    async def jobs_in_states(self, states: Iterable[JobState], *, owner: str | None = None) -> list[Job]:
         wanted = tuple(states)
-        return await self._jobs(f"SELECT * FROM jobs WHERE state IN ({_marks(wanted)}) ORDER BY id", wanted)
+        held, held_params = _held_by(owner)
+        return await self._jobs(
+            f"SELECT * FROM jobs WHERE state IN ({_marks(wanted)}){held} ORDER BY id", (*wanted, *held_params)
+        )
 
     async def recent_jobs(self, user_id: int, guild_id: int | None, limit: int = 10) -> list[Job]:
         return await self._jobs(
@@ -789,6 +961,34 @@ class JobStore:
 
 def _marks(values: Sequence[object]) -> str:
     return ", ".join("?" for _ in values)
+
+
+#: Jobs a process still works on: their leases are claimed when they expire.
+_WORKING_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
+#: States whose requester is owed one final message (a delivered video is its own): held until told.
+_OWED_STATES = (*sorted(FINAL_STATES - {S.DELIVERED}), S.UNDELIVERABLE)
+#: What a request cut off before its answer becomes, at a restart or when another process takes it over.
+_RECOVERY: dict[JobState, tuple[JobState, str]] = {
+    S.RECEIVED: (S.INTERRUPTED, "the bot stopped before the request was sent"),
+    S.SUBMITTING: (S.UNKNOWN, "the bot stopped while the request was being sent"),
+}
+
+#: The claim's row lock, by dialect. SQLite's BEGIN IMMEDIATE already makes the claim the only writer; on
+#: PostgreSQL, rows another transaction has locked are skipped, so two processes claiming at once take
+#: different rows rather than wait for each other.
+_CLAIM_LOCK: dict[Dialect, str] = {"sqlite": "", "postgresql": "FOR UPDATE SKIP LOCKED"}
+
+
+def _held_by(owner: str | None) -> tuple[str, tuple[str, ...]]:
+    """The condition (and its parameter) that limits a statement to jobs `owner` holds; none without one."""
+    return ("", ()) if owner is None else (" AND lease_owner = ?", (owner,))
+
+
+def _released_when_told(assignments: dict[str, Any]) -> dict[str, Any]:
+    """A job whose requester got the final message needs no process any more: its lease goes with the write."""
+    if assignments.get("told_at") is not None:
+        assignments.update(lease_owner=None, lease_expires_at=None)
+    return assignments
 
 
 def _check_columns(assignments: Mapping[str, Any]) -> None:

@@ -73,7 +73,8 @@ class VideoBot(commands.Bot):
         ))
         # Before any command can run, so only rows the last run left half-done are `received` or
         # `submitting` now. Their requesters are told once the worker runs (it sweeps for them).
-        for job in await self.store.recover_after_restart():
+        # On SQLite (this process alone) every lease at once; on PostgreSQL only free or expired ones.
+        for job in await self.store.recover_after_restart(self.services.lease):
             log.warning("request %s was cut off by the last stop: %s, not resent", job.reference, job.state)
         # The buttons of every message ever posted resolve from the database, so they work after a restart.
         self.offers = Offers(self.store, lifetime=self.settings.offer_seconds)

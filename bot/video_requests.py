@@ -22,6 +22,7 @@ from bot.errors import (
     UnusableJobId,
     VideoServiceError,
 )
+from bot.leases import Lease
 from bot.logs import job_fields
 from bot.models import Catalogue, choose_model
 from bot.notices import Notice, SubmissionKind
@@ -90,8 +91,12 @@ class VideoRequests:
         clock: Callable[[], float] = time.time,
         record_retry: RetryPolicy = RECORD_RETRY,
         estimate_ready: Callable[[str, float], float] | None = None,
+        lease: Lease | None = None,
     ) -> None:
+        """`lease`: this process's, when several share the database: a request is written holding it, and sent
+        only while it is still held (another process that took it over recovers it instead)."""
         self._store = store
+        self._lease = lease
         self._client = client
         self._settings = settings
         self.rules = rules
@@ -136,6 +141,7 @@ class VideoRequests:
             return await self._store.add_submission(
                 replace(request, model=model.id, prompt=prompt, seed=seed, price_yen=price),
                 guardrails.admission(server, member, self._clock(), price),
+                lease=self._lease,
             )
         except AdmissionRefused as refusal:
             await self._log_refusal(request, refusal)
@@ -175,7 +181,10 @@ class VideoRequests:
         # while waiting for it leaves a request that was never sent (interrupted, nothing spent).
         await self._turn(job, on_waiting)
         try:
-            job = await self._unless_cancelled(job, self._store.transition(job.id, JobState.SUBMITTING))
+            # Conditional on the state and on the lease: a create goes at most once, whoever holds it.
+            job = await self._unless_cancelled(job, self._store.transition(
+                job.id, JobState.SUBMITTING, owner=self._lease.owner if self._lease is not None else None
+            ))
         except StoreUnavailable as exc:
             # No write-ahead, no create: nothing was sent and nothing spent.
             raise self._failed(job, "not_recorded", str(exc)) from exc

@@ -37,19 +37,24 @@ from bot.errors import (
     ServiceUnreachable,
     VideoServiceError,
 )
+from bot.leases import CLAIM_BATCH, Lease
 from bot.lifecycle import POLLED_STATES, SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
 from bot.logs import job_fields
 from bot.notices import Notice
 from bot.pacing import Pacer
 from bot.retry import DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY, RetryPolicy, retrying
 from bot.schedule import Plan, PollSchedule
-from bot.store import Job, JobState, JobStore, StoreUnavailable
+from bot.store import Job, JobState, JobStore, LeaseLost, StoreUnavailable
 from bot.tasks import BackgroundTasks
 from bot.video_client import VideoServiceClient
 
 log = logging.getLogger(__name__)
 
 S = JobState
+
+
+def _on_disk(job: Job) -> bool:
+    return job.file_path is not None and Path(job.file_path).is_file()
 
 
 def _reason(exc: BaseException) -> str:
@@ -121,6 +126,7 @@ class WorkerConfig:
     sweep_interval: float = 60.0
     sweep_grace: float = 120.0
     idle_wake: float = 30.0  # the loop wakes at least this often, so the heartbeat stays fresh
+    claim_batch: int = CLAIM_BATCH  # jobs taken over from dead processes per claim, at most
 
 
 #: The final message each state is owed (a delivered video is its own).
@@ -146,8 +152,14 @@ class JobWorker:
         on_cycle: Callable[[], None] = lambda: None,
         durations: DurationModel | None = None,
         pacer: Pacer | None = None,
+        lease: Lease | None = None,
     ) -> None:
-        """`durations`: the shared model of job durations; `pacer`: the client's, so polls wait their turn here."""
+        """`durations`: the shared model of job durations; `pacer`: the client's, so polls wait their turn here.
+
+        `lease`: this process's identity when several may share the database: the worker then touches only
+        jobs whose lease it holds, renews them, claims those of dead processes, and paces at its share of
+        the key's rate. Without one it is the database's only worker (and touches every job).
+        """
         self._store = store
         self._client = client
         self._deliverer = deliverer
@@ -168,6 +180,12 @@ class JobWorker:
         self._finishing: set[int] = set()
         self._polling: set[int] = set()
         self._told_paths: set[int] = set()  # jobs whose ignored service paths were logged already
+        self._telling: set[int] = set()  # final messages being sent right now (the sweep and a claim meet here)
+        self._lease = lease
+        self._owner = lease.owner if lease is not None else None
+        self._held: set[int] = set()  # the jobs whose lease this process holds, as of the last renewal
+        self._held_until = -math.inf  # the last renewal vouches for them until then
+        self._renewing = asyncio.Lock()
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -175,6 +193,8 @@ class JobWorker:
         if self._main is None or self._main.done():
             self._main = asyncio.create_task(self._run(), name="job-worker")
             self._background.spawn(self._sweep_loop(), "final-messages")
+            if self._lease is not None:
+                self._background.spawn(self._lease_loop(), "leases")
 
     @property
     def running(self) -> bool:
@@ -191,8 +211,25 @@ class JobWorker:
         except Exception:
             log.exception("could not record the poll schedule while stopping; polls resume from the last one")
 
+    async def release_leases(self) -> None:
+        """A clean stop, after `stop`: every job goes back at once, so a live process takes it without waiting."""
+        if self._lease is None:
+            return
+        try:
+            released = await self._store.release_leases(self._lease.owner)
+        except Exception:
+            log.exception("could not release this process's leases; they expire in %.0f s", self._lease.seconds)
+            return
+        self._held.clear()
+        self._held_until = -math.inf
+        log.info("released the leases of %d jobs", released)
+
     def wake(self, job: Job | None = None) -> None:
         """A job was accepted (plan its first poll from its model's durations), or look for new ones."""
+        if job is not None and self._lease is not None:
+            if job.lease_owner != self._owner:
+                return  # written by another process (or taken over meanwhile): not ours to poll
+            self._held.add(job.id)
         if job is not None and job.state in POLLED_STATES and job.id not in self._schedule:
             self._schedule.add(job)
         elif job is None:
@@ -215,11 +252,21 @@ class JobWorker:
                 await asyncio.sleep(1.0)
 
     async def resume(self) -> None:
-        """After a restart: finish what was downloaded or completed; pending jobs are polled as they fall due."""
+        """After a restart: finish what was downloaded or completed; pending jobs are polled as they fall due.
+
+        Leased: only the jobs this process holds (the start-up takeover's, or claimed now from dead processes).
+        """
         await self.durations.load(self._store)
-        for job in await self._store.jobs_in_states((S.COMPLETED, S.DOWNLOADED)):
+        if self._lease is not None:
+            try:
+                await self.keep_leases()
+            except StoreUnavailable as exc:
+                # Its leases are renewed before a job is touched, and claims come again every round.
+                log.warning("could not renew or claim leases at start-up (%s); trying again shortly", exc)
+        for job in await self._store.jobs_in_states((S.COMPLETED, S.DOWNLOADED), owner=self._owner):
+            self._mark_held(job)
             self._spawn_finish(job)
-        unfinished = await self._store.jobs_in_states((S.PENDING, S.IN_PROGRESS))
+        unfinished = await self._store.jobs_in_states((S.PENDING, S.IN_PROGRESS), owner=self._owner)
         if unfinished or self._finishing:
             log.info("resuming %d jobs to poll and %d to finish", len(unfinished), len(self._finishing))
 
@@ -237,17 +284,126 @@ class JobWorker:
             await asyncio.sleep(self._config.sweep_interval)
 
     async def tell_untold(self, grace: float) -> int:
-        """Send the final message of every request that is owed one; returns how many were sent."""
+        """Send the final message of every request that is owed one (leased: of this process's jobs);
+        returns how many were sent."""
+        return await self._tell_owed(await self._store.untold(
+            older_than=self._clock() - grace, max_notice_attempts=self._config.notice_rounds, owner=self._owner
+        ))
+
+    async def _tell_owed(self, jobs: list[Job]) -> int:
         told = 0
-        for job in await self._store.untold(
-            older_than=self._clock() - grace, max_notice_attempts=self._config.notice_rounds
-        ):
-            if job.id in self._finishing:
+        for job in jobs:
+            event = FINAL_NOTICE.get(job.state)
+            if event is None or job.id in self._finishing or job.id in self._telling:
                 continue
-            log.info("telling the requester of %s (%s) what became of it", job.reference, job.state,
-                     extra=job_fields(job))
-            told += await self._finalize(job, FINAL_NOTICE[job.state], via_interaction=True)
+            self._mark_held(job)
+            self._telling.add(job.id)
+            try:
+                log.info("telling the requester of %s (%s) what became of it", job.reference, job.state,
+                         extra=job_fields(job))
+                told += await self._finalize(job, event, via_interaction=True)
+            finally:
+                self._telling.discard(job.id)
         return told
+
+    # -- leases (several processes on one database) ----------------------------------------------
+
+    async def _lease_loop(self) -> None:
+        """Renew this process's leases and claim those of dead processes, every third of a lease."""
+        assert self._lease is not None
+        while True:
+            await asyncio.sleep(self._lease.renew_every)
+            try:
+                await self.keep_leases()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("renewing or claiming leases failed; trying again in %.0f s", self._lease.renew_every)
+
+    async def keep_leases(self) -> None:
+        """One round: renew (the heartbeat, the pacing share, the jobs lost dropped), then claim and recover the
+        jobs nobody holds any more, and adopt them."""
+        await self._renew(force=True)
+        await self._claim()
+
+    async def _renew(self, *, force: bool = False) -> None:
+        assert self._lease is not None
+        async with self._renewing:
+            started = self._clock()
+            if not force and started < self._held_until:
+                return  # renewed by another caller while this one waited
+            before = set(self._held)
+            renewal = await self._store.renew_leases(self._lease)
+            # Jobs added while the renewal ran (accepted just now) stay; the ones gone were taken or told.
+            self._held = (self._held - before) | renewal.held
+            # Vouched for until one renewal before expiry: a process that stalls stops before another takes over.
+            self._held_until = started + self._lease.seconds - self._lease.renew_every
+            if self._pacer is not None:
+                rate = self._pacer.share(renewal.live_processes)
+                log.debug("%d live processes; pacing at %.2f requests/s", renewal.live_processes, rate)
+        self._drop_lost()
+
+    def _drop_lost(self) -> None:
+        """Forget the planned polls of jobs another process took (after this one's lease expired)."""
+        for job_id in [job_id for job_id in self._schedule if job_id not in self._held]:
+            log.warning("job #%d: another process holds it now; no longer polling it", job_id)
+            self._schedule.drop(job_id)
+
+    async def _claim(self) -> None:
+        assert self._lease is not None
+        jobs, recovered = await self._store.claim_jobs(
+            self._lease, limit=self._config.claim_batch, max_notice_attempts=self._config.notice_rounds
+        )
+        for job in recovered:
+            log.warning("request %s was cut off when the process holding it stopped: %s, not resent",
+                        job.reference, job.state, extra=job_fields(job))
+        if not jobs:
+            return
+        log.info("took over %d jobs whose process stopped", len(jobs))
+        self._held.update(job.id for job in jobs)
+        owed: list[Job] = []
+        for job in jobs:
+            if job.state in POLLED_STATES:
+                if job.id not in self._schedule and job.id not in self._polling:
+                    self._schedule.add(job, job.next_poll_at if job.next_poll_at is not None else self._clock())
+            elif job.state in (S.COMPLETED, S.DOWNLOADED):
+                self._spawn_finish(job)
+            elif job.told_at is None:
+                owed.append(job)
+        if owed:
+            # Told now, not at the next sweep: their requesters have waited a lease already.
+            self._background.spawn(self._tell_taken_over(owed), "tell-taken-over")
+        self._wakeup.set()
+
+    async def _tell_taken_over(self, jobs: list[Job]) -> None:
+        await self._tell_owed(jobs)
+
+    def _mark_held(self, job: Job) -> None:
+        """A job read as this process's (by owner): held, as of that read."""
+        if self._lease is not None and job.lease_owner == self._owner:
+            self._held.add(job.id)
+
+    async def _holds(self, job_id: int) -> bool:
+        """Whether this process may touch the job now: always without a lease; leased, while it holds the job's
+        lease, renewed first if the last renewal is too old to vouch for it (after a stall, say)."""
+        if self._lease is None:
+            return True
+        if self._clock() >= self._held_until:
+            try:
+                await self._renew()
+            except StoreUnavailable:
+                log.warning("could not renew the leases; leaving job #%d alone for now", job_id)
+                return False
+            if self._clock() >= self._held_until:
+                return False
+        return job_id in self._held
+
+    async def _transition(self, job_id: int, target: JobState, **changes: object) -> Job:
+        """A state change of a job this worker works on: refused (LeaseLost) once another process holds it."""
+        return await self._store.transition(job_id, target, owner=self._owner, **changes)
+
+    async def _update(self, job_id: int, **changes: object) -> Job:
+        return await self._store.update(job_id, owner=self._owner, **changes)
 
     async def _cycle(self) -> None:
         # Cleared before the work, never in the sleep: a poll that ends meanwhile must wake the next sleep.
@@ -285,7 +441,8 @@ class JobWorker:
 
     async def _adopt_unplanned(self) -> None:
         """Jobs to poll that the schedule does not know yet (recorded by another path, or before a restart)."""
-        for job in await self._store.polled_jobs():
+        for job in await self._store.polled_jobs(owner=self._owner):
+            self._mark_held(job)
             if job.id not in self._schedule and job.id not in self._polling:
                 self._schedule.add(job, job.next_poll_at if job.next_poll_at is not None else self._clock())
 
@@ -296,7 +453,7 @@ class JobWorker:
         self._flushed_at = now
         changed = self._schedule.take_changed()
         if changed:
-            await self._store.schedule_polls(changed)
+            await self._store.schedule_polls(changed, owner=self._owner)
         await self._schedule.durations.save(self._store)
 
     async def _sleep(self, seconds: float) -> None:
@@ -322,6 +479,10 @@ class JobWorker:
 
         try:
             await self.poll(plan, on_answer=release)
+        except LeaseLost as exc:
+            # Another process took the job while this one stalled: it is theirs now, and their poll.
+            log.warning("%s; no longer polling it", exc)
+            self._schedule.drop(job_id)
         except Exception:
             # Its outcome was not recorded (the database failed): poll again one interval on, never sooner.
             if job_id in self._schedule and plan.due == math.inf:
@@ -335,6 +496,13 @@ class JobWorker:
         """One status request for one planned job, and whatever it leads to; `on_answer` once the reply is in."""
         job = plan.job
         assert job.service_job_id is not None
+        if not await self._holds(job.id):
+            if self._lease is not None and job.id not in self._held:
+                log.warning("%s: another process holds it now; not polling it", job.reference, extra=job_fields(job))
+                self._schedule.drop(job.id)
+            else:
+                self._schedule.retry(plan, self._clock() + self._config.poll_interval)
+            return
         if self._paused_until > self._clock():
             self._schedule.retry(plan, self._paused_until)
             return
@@ -355,7 +523,7 @@ class JobWorker:
             # Free to retry at the next slot. The job stays as it is.
             log.warning("polling %s (%s) failed: %s", job.reference, job.service_job_id, exc, extra=job_fields(job))
             self._schedule.retry(plan, self._clock() + self._config.poll_interval)
-            plan.job = job = await self._store.update(job.id, last_error=str(exc))
+            plan.job = job = await self._update(job.id, last_error=str(exc))
             await self._check_age(plan)
             return
 
@@ -365,12 +533,12 @@ class JobWorker:
                         job.service_job_id, ", ".join(remote.ignored_paths), extra=job_fields(job))
         answered = self._clock()
         if remote.status == "completed":
-            job = await self._store.transition(job.id, S.COMPLETED, finished_at=answered)
+            job = await self._transition(job.id, S.COMPLETED, finished_at=answered)
             self._schedule.finished(plan, answered, completed=True)
             await self._show_progress(job)
             self._spawn_finish(job)
         elif remote.status == "failed":
-            job = await self._store.transition(
+            job = await self._transition(
                 job.id, S.FAILED, finished_at=answered, last_error="the job failed at the video service"
             )
             self._schedule.finished(plan, answered, completed=False)
@@ -381,7 +549,7 @@ class JobWorker:
             # The next slot counts from this answer: a request that waited never brings the next one closer.
             due = self._schedule.running(plan, answered)
             if remote.status == "in_progress" and job.state == S.PENDING:
-                plan.job = job = await self._store.transition(job.id, S.IN_PROGRESS, next_poll_at=due)
+                plan.job = job = await self._transition(job.id, S.IN_PROGRESS, next_poll_at=due)
                 await self._show_progress(job)
             await self._check_age(plan)
 
@@ -389,13 +557,13 @@ class JobWorker:
         job = plan.job
         age = self._clock() - (job.accepted_at or job.created_at)
         if age >= self._config.give_up_after:
-            job = await self._store.transition(job.id, S.STALLED, last_error="no result after the time limit")
+            job = await self._transition(job.id, S.STALLED, last_error="no result after the time limit")
             self._schedule.drop(job.id)
             log.warning("job %s (%s) stalled", job.reference, job.service_job_id, extra=job_fields(job))
             await self._finalize(job, "stalled")
             await self._show_progress(job)
         elif age >= self._config.slow_after and not job.slow_notice_sent:
-            plan.job = job = await self._store.update(job.id, slow_notice_sent=1)
+            plan.job = job = await self._update(job.id, slow_notice_sent=1)
             await self._announce(job, "slow")
 
     # -- download and delivery -----------------------------------------------------------------
@@ -410,18 +578,29 @@ class JobWorker:
         """Download, then post; each step retried within its policy, the count kept on the job."""
         try:
             while job.state in (S.COMPLETED, S.DOWNLOADED):
-                downloading = job.state == S.COMPLETED
+                if not await self._holds(job.id):
+                    if self._lease is not None and job.id not in self._held:
+                        log.warning("%s: another process holds it now; leaving it to them", job.reference,
+                                    extra=job_fields(job))
+                        return
+                    await asyncio.sleep(self._lease.renew_every if self._lease is not None else 1.0)
+                    continue
+                # Hosts do not share a disk: a downloaded job taken over from another process has its file on
+                # that process's disk. The service still keeps it, and a second download costs nothing.
+                downloading = job.state == S.COMPLETED or not _on_disk(job)
                 try:
                     job = await (self._download(job) if downloading else self._deliver(job))
                 except InsufficientStorage as exc:
                     job = await self._wait_for_storage(job, exc)
-                except (asyncio.CancelledError, StoreUnavailable):
+                except (asyncio.CancelledError, StoreUnavailable, LeaseLost):
                     raise
                 except Exception as exc:
                     job = await self._step_failed(job, exc, downloading=downloading)
         except StoreUnavailable:
             # The job stays where the database last has it; resume() picks it up after a restart.
             log.exception("%s: the database failed while finishing it", job.reference, extra=job_fields(job))
+        except LeaseLost as exc:
+            log.warning("%s; leaving it to the process that holds it", exc, extra=job_fields(job))
         finally:
             self._finishing.discard(job.id)
 
@@ -438,19 +617,18 @@ class JobWorker:
             expected = isinstance(exc, (VideoServiceError, discord.HTTPException))
             log.warning("%s of %s failed (attempt %d of %d): %s; retrying in %.0f s", what, job.reference, attempts,
                         policy.attempts, reason, delay, exc_info=None if expected else exc, extra=job_fields(job))
-            job = await self._store.update(job.id, step_attempts=attempts, step_failing_since=since,
-                                           last_error=f"{what} failed: {reason}")
+            job = await self._update(job.id, step_attempts=attempts, step_failing_since=since,
+                                     last_error=f"{what} failed: {reason}")
             await asyncio.sleep(delay)
             return job
         log.error("%s of %s failed %d times over %.0f s; giving up: %s", what, job.reference, attempts, now - since,
                   reason, extra=job_fields(job))
         if downloading:
-            job = await self._store.transition(
-                job.id, S.FAILED, step_attempts=attempts, last_error=f"the video could not be downloaded: {reason}"
+            job = await self._download_failed(
+                job, step_attempts=attempts, last_error=f"the video could not be downloaded: {reason}"
             )
-            await self._finalize(job, "failed")
         else:
-            job = await self._store.transition(
+            job = await self._transition(
                 job.id, S.UNDELIVERABLE, step_attempts=attempts, last_error=f"the video could not be posted: {reason}"
             )
             await self._finalize(job, "undeliverable")
@@ -463,28 +641,42 @@ class JobWorker:
         if waited >= self._config.storage_wait_limit:
             log.error("%s: still no disk space for the video after %.0f s; giving up (%s)", job.reference, waited, exc,
                       extra=job_fields(job))
-            job = await self._store.transition(
-                job.id, S.FAILED, last_error="the bot had no disk space to keep the video in time"
-            )
-            await self._finalize(job, "failed")
+            job = await self._download_failed(job, last_error="the bot had no disk space to keep the video in time")
             await self._show_progress(job)
             return job
         log.warning("%s: no disk space for the video (%s); waiting %.0f s (waited %.0f s so far)", job.reference,
                     exc, self._config.storage_retry_seconds, waited, extra=job_fields(job))
         if waited >= self._config.storage_notice_after and not job.waiting_notice_sent:
-            job = await self._store.update(job.id, waiting_notice_sent=1)
+            job = await self._update(job.id, waiting_notice_sent=1)
             await self._announce(job, "storage_wait")
         await asyncio.sleep(self._config.storage_retry_seconds)
         return await self._store.get(job.id)
 
+    async def _download_failed(self, job: Job, **changes: object) -> Job:
+        """No video after the policy: `failed` (charged, job id for support). A download again of a video taken
+        over from another host ends `undeliverable`: the lifecycle has no way back from `downloaded`."""
+        if job.state == S.DOWNLOADED:
+            job = await self._transition(job.id, S.UNDELIVERABLE, **changes)
+            await self._finalize(job, "undeliverable")
+        else:
+            job = await self._transition(job.id, S.FAILED, **changes)
+            await self._finalize(job, "failed")
+        return job
+
     async def _download(self, job: Job) -> Job:
         assert job.service_job_id is not None
         destination = self._config.storage_dir / f"{job.id}.mp4"
+        again = job.state == S.DOWNLOADED
+        if again:
+            log.info("%s: its file %s is not on this host's disk; downloading it again", job.reference,
+                     job.file_path, extra=job_fields(job))
         size = await self._client.download(job.service_job_id, destination, max_bytes=self._config.max_download_bytes)
         log.info("downloaded %s (%d bytes)", job.reference, size, extra=job_fields(job))
-        job = await self._store.transition(
-            job.id, S.DOWNLOADED, file_path=str(destination), step_attempts=0, step_failing_since=None
-        )
+        fresh = {"file_path": str(destination), "step_attempts": 0, "step_failing_since": None}
+        if again:
+            job = await self._update(job.id, **fresh)
+            return job
+        job = await self._transition(job.id, S.DOWNLOADED, **fresh)
         await self._show_progress(job)
         return job
 
@@ -496,11 +688,11 @@ class JobWorker:
         except Undeliverable as exc:
             log.warning("%s could not be delivered: %s; the file stays at %s", job.reference, exc, video,
                         extra=job_fields(job))
-            job = await self._store.transition(job.id, S.UNDELIVERABLE, last_error=str(exc))
+            job = await self._transition(job.id, S.UNDELIVERABLE, last_error=str(exc))
             await self._finalize(job, "undeliverable")
             await self._show_progress(job)
             return job
-        job = await self._store.transition(
+        job = await self._transition(
             job.id, S.DELIVERED, delivered_channel_id=delivery.channel_id, delivered_message_id=delivery.message_id,
             told_at=self._clock(), step_attempts=0, step_failing_since=None,
         )
@@ -521,14 +713,25 @@ class JobWorker:
         await self._announce(job, event)
 
     async def _finalize(self, job: Job, event: Notice, *, via_interaction: bool = False) -> int:
-        """Send a request's final message and record that it was sent; 1 if it was, else 0."""
-        if not await self._announce(job, event, via_interaction=via_interaction):
-            await self._store.update(job.id, notice_attempts=job.notice_attempts + 1)
-            if job.notice_attempts + 1 >= self._config.notice_rounds:
-                log.error("gave up telling the requester of %s about %s after %d rounds", job.reference, event,
-                          job.notice_attempts + 1, extra=job_fields(job))
+        """Send a request's final message and record that it was sent; 1 if it was, else 0.
+
+        Leased: only while this process holds the job, so a process that lost it never tells twice.
+        """
+        if not await self._holds(job.id):
+            log.info("not telling the requester of %s now: this process does not hold it", job.reference,
+                     extra=job_fields(job))
             return 0
-        await self._store.mark_told(job.id)
+        try:
+            if not await self._announce(job, event, via_interaction=via_interaction):
+                await self._update(job.id, notice_attempts=job.notice_attempts + 1)
+                if job.notice_attempts + 1 >= self._config.notice_rounds:
+                    log.error("gave up telling the requester of %s about %s after %d rounds", job.reference, event,
+                              job.notice_attempts + 1, extra=job_fields(job))
+                return 0
+            await self._store.mark_told(job.id, owner=self._owner)
+        except LeaseLost as exc:
+            log.warning("%s; its final message is theirs to record", exc, extra=job_fields(job))
+            return 0
         return 1
 
     async def _announce(self, job: Job, event: Notice, *, via_interaction: bool = False) -> bool:

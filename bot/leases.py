@@ -1,0 +1,48 @@
+"""Which process works on a job: each one has an owner id, and holds its jobs through leases in the database.
+
+A lease is renewed by its holder every third of its length (one batched write, with the process's
+heartbeat); a process that stops renewing (it died, or stalled) loses its jobs when their leases expire,
+and a live process claims them. Every write a worker makes for a job is conditional on still holding its
+lease, so a process that lost one cannot post or tell twice.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+
+#: How long a lease lasts without renewal unless LEASE_SECONDS says otherwise.
+DEFAULT_LEASE_SECONDS = 30.0
+#: Jobs one claim takes at most: a survivor adopts a dead process's jobs in bounded batches.
+CLAIM_BATCH = 100
+
+
+def new_owner() -> str:
+    """An owner id unique to this start: host name, process id and a random part (a pid is reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """This process's identity and the length of the leases it takes."""
+
+    owner: str
+    seconds: float = DEFAULT_LEASE_SECONDS
+
+    def __post_init__(self) -> None:
+        if not self.seconds > 0:
+            raise ValueError("a lease lasts more than 0 seconds")
+
+    @classmethod
+    def for_this_process(cls, seconds: float = DEFAULT_LEASE_SECONDS) -> Lease:
+        return cls(new_owner(), seconds)
+
+    @property
+    def renew_every(self) -> float:
+        """Renewals (and claims) come this often: a lease survives two missed renewals' worth of delay."""
+        return self.seconds / 3
+
+    def expires(self, now: float) -> float:
+        return now + self.seconds
