@@ -55,4 +55,4 @@ class ShardPlan:
             return "automatic sharding (Discord's recommended count), every shard in this process"
         if self.ids is None:
             return f"all {self.count} shards in this process"
-        return f"shards {', '.join(map(str, self.ids))} of {self.count}"
+        return f"shard{'s' if len(self.ids) > 1 else ''} {', '.join(map(str, self.ids))} of {self.count}"

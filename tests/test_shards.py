@@ -48,3 +48,4 @@ def test_descriptions_name_the_shards() -> None:
     assert ShardPlan().describe().startswith("automatic")
     assert ShardPlan(2).describe() == "all 2 shards in this process"
     assert ShardPlan(4, (2, 3)).describe() == "shards 2, 3 of 4"
+    assert ShardPlan(4, (1,)).describe() == "shard 1 of 4"
