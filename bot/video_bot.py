@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from typing import Any
+from typing import Any, Self
 
 import discord
 from discord.ext import commands, tasks
@@ -69,6 +69,13 @@ class VideoBot(commands.AutoShardedBot):
         self.catalogue = catalogue if catalogue is not None else catalogue_of(settings)
         self.force_sync = force_sync
         self._shut_down = False
+        # AutoShardedClient.close() fails on a client never set up (entered or logged in): nothing to close then.
+        self._set_up = False
+
+    async def __aenter__(self) -> Self:
+        entered = await super().__aenter__()
+        self._set_up = True
+        return entered
 
     def attach(self, services: Services) -> None:
         """Take the parts built by the composition root (tests attach theirs the same way)."""
@@ -80,6 +87,7 @@ class VideoBot(commands.AutoShardedBot):
         self.catalogue = services.catalogue
 
     async def setup_hook(self) -> None:
+        self._set_up = True  # login() set the client up
         self.attach(await open_services(
             self.settings, DiscordDelivery(self, self.catalogue), catalogue=self.catalogue,
             post_line=self.post_line, guild_locale=self.guild_locale,
@@ -136,7 +144,8 @@ class VideoBot(commands.AutoShardedBot):
             await self.worker.stop()
         if hasattr(self, "offers"):
             await self.offers.close()
-        await super().close()
+        if self._set_up:
+            await super().close()
         if hasattr(self, "services"):
             await self.services.close()
         log.info("closed cleanly")
