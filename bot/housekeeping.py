@@ -175,10 +175,15 @@ class Housekeeping:
         return erased
 
     async def forget_servers_left(self, present: set[int]) -> int:
-        """At start-up: erase the prompts of servers the bot was removed from while it was not running."""
+        """At start-up: erase the prompts of servers the bot was removed from while it was not running.
+
+        `present` holds the servers of this process's shards only: a server on another process's shard
+        is absent from it without having been left, so its prompts stay.
+        """
         erased = 0
+        shards = self._settings.shards
         for guild_id in await self._store.guilds_with_prompts():
-            if guild_id not in present:
+            if guild_id not in present and shards.owns_guild(guild_id):
                 erased += await self.forget_server(guild_id)
         return erased
 

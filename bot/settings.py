@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from dotenv import load_dotenv
 
 from bot.database_url import is_postgres_url, password_of, redacted, sqlite_path_of
+from bot.shards import ShardPlan
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +93,17 @@ class Settings:
         """What log lines must never show of the database's address."""
         password = password_of(self.database_url) if self.database_url else None
         return (password,) if password else ()
+    # Discord sharding (bot/shards.py): None and None is automatic, every shard in this one process.
+    shard_count: int | None = None
+    shard_ids: tuple[int, ...] | None = None
 
     @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.budget_timezone)
+
+    @property
+    def shards(self) -> ShardPlan:
+        return ShardPlan(self.shard_count, self.shard_ids)
 
 
 class _Reader:
@@ -185,6 +193,28 @@ def _id_set(text: str) -> frozenset[int]:
     return frozenset(_positive_int(part.strip()) for part in text.split(",") if part.strip())
 
 
+def _shard_list(text: str) -> tuple[int, ...]:
+    ids = tuple(int(part.strip()) for part in text.split(",") if part.strip())
+    if not ids or any(i < 0 for i in ids):
+        raise ValueError(text)
+    return ids
+
+
+def _shard_problems(count: int | None, ids: tuple[int, ...] | None) -> list[str]:
+    """What is wrong with SHARD_IDS given SHARD_COUNT (each already a valid number or list)."""
+    if ids is None:
+        return []
+    if count is None:
+        return ["SHARD_IDS needs SHARD_COUNT: the ids are counted out of a fixed number of shards"]
+    problems = []
+    if beyond := sorted({i for i in ids if i >= count}):
+        problems.append(f"SHARD_IDS: shard ids run from 0 to {count - 1} with SHARD_COUNT={count}, not "
+                        + ", ".join(map(str, beyond)))
+    if twice := sorted({i for i in ids if ids.count(i) > 1}):
+        problems.append("SHARD_IDS lists a shard more than once: " + ", ".join(map(str, twice)))
+    return problems
+
+
 def _zone(text: str) -> str:
     try:
         ZoneInfo(text)
@@ -259,7 +289,12 @@ def read_settings(env: Mapping[str, str]) -> Settings:
         models_file=Path(models) if (models := r.raw("MODELS_FILE")) else None,
         offer_seconds=r.parsed("OFFER_SECONDS", 60.0, _positive_float, "a number of seconds above 0"),
         lease_seconds=r.parsed("LEASE_SECONDS", 30.0, _positive_float, "a number of seconds above 0"),
+        shard_count=r.parsed("SHARD_COUNT", None, _positive_int, "a whole number of shards, 1 or more"),
+        shard_ids=r.parsed("SHARD_IDS", None, _shard_list,
+                           "a comma-separated list of shard ids (whole numbers from 0), such as 0,1"),
     )
+    if settings.shard_count is not None or r.raw("SHARD_COUNT") is None:  # a bad count is reported already
+        r.problems.extend(_shard_problems(settings.shard_count, settings.shard_ids))
     if r.problems:
         raise SettingsError(r.problems)
     return settings

@@ -1,10 +1,17 @@
-"""The bot: owns the HTTP session, the job store and the worker, and closes them in reverse order."""
+"""The bot: owns the HTTP session, the job store and the worker, and closes them in reverse order.
+
+It is an AutoShardedBot: one process runs every shard (SHARD_COUNT unset: as many as Discord's
+/gateway/bot recommends), or the ones SHARD_IDS names out of SHARD_COUNT. Discord sends each server's
+events, interactions included, to one shard only, so a process answers its own shards' servers and
+no others without any check of ours; what walks "every server" asks `owns_guild` (bot/shards.py).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+from typing import Any, Self
 
 import discord
 from discord.ext import commands, tasks
@@ -17,6 +24,7 @@ from bot.i18n import CatalogueTranslator
 from bot.models import Catalogue
 from bot.offers import Offers
 from bot.settings import Settings
+from bot.shards import ShardPlan
 from bot.store import JobStore
 from bot.tree import VideoCommandTree
 from bot.video_client import VideoServiceClient
@@ -31,7 +39,7 @@ EXTENSIONS = (
 HEARTBEAT_SECONDS = 30
 
 
-class VideoBot(commands.Bot):
+class VideoBot(commands.AutoShardedBot):
     # Opened in setup_hook, before any command can run.
     services: Services
     store: JobStore
@@ -44,7 +52,12 @@ class VideoBot(commands.Bot):
         # Slash commands need no privileged intents; `guilds` keeps channels in the cache.
         intents = discord.Intents.none()
         intents.guilds = True
+        self.shard_plan = settings.shards
+        # discord.py's stubs ask for a list, but None (every shard of the count) is its documented default.
+        shard_ids: Any = list(self.shard_plan.ids) if self.shard_plan.ids is not None else None
         super().__init__(
+            shard_count=self.shard_plan.count,
+            shard_ids=shard_ids,
             command_prefix=commands.when_mentioned,
             help_command=None,
             intents=intents,
@@ -56,6 +69,13 @@ class VideoBot(commands.Bot):
         self.catalogue = catalogue if catalogue is not None else catalogue_of(settings)
         self.force_sync = force_sync
         self._shut_down = False
+        # AutoShardedClient.close() fails on a client never set up (entered or logged in): nothing to close then.
+        self._set_up = False
+
+    async def __aenter__(self) -> Self:
+        entered = await super().__aenter__()
+        self._set_up = True
+        return entered
 
     def attach(self, services: Services) -> None:
         """Take the parts built by the composition root (tests attach theirs the same way)."""
@@ -67,6 +87,7 @@ class VideoBot(commands.Bot):
         self.catalogue = services.catalogue
 
     async def setup_hook(self) -> None:
+        self._set_up = True  # login() set the client up
         self.attach(await open_services(
             self.settings, DiscordDelivery(self, self.catalogue), catalogue=self.catalogue,
             post_line=self.post_line, guild_locale=self.guild_locale,
@@ -82,22 +103,35 @@ class VideoBot(commands.Bot):
         await self.tree.set_translator(CatalogueTranslator())
         for extension in EXTENSIONS:
             await self.load_extension(extension)
-        await self.sync_commands(force=self.force_sync)
+        # Commands belong to the application, not to a shard: one process syncs them for all, the one
+        # running shard 0 (there is always exactly one). Several would race their overwrites, each with
+        # its own digest in its own database, and share the application's daily command-create limit.
+        # `python -m bot sync` (force) is the host's explicit order and syncs from any process.
+        if self.force_sync or self.shard_plan.syncs_commands:
+            await self.sync_commands(force=self.force_sync)
+        else:
+            log.info("not syncing slash commands: the process running shard 0 does (%s)", self.shard_plan.describe())
+
+    async def on_shard_ready(self, shard_id: int) -> None:
+        log.info("shard %d of %s ready", shard_id, self.shard_count)
 
     async def on_ready(self) -> None:
-        # on_ready fires again after reconnects: start things once.
-        log.info("connected as %s (%s) to %d servers", self.user, self.application_id, len(self.guilds))
+        # An AutoShardedBot's on_ready comes once every shard of this process is ready; it fires again
+        # after reconnects: start things once.
+        log.info("connected as %s (%s) to %d servers on %s", self.user, self.application_id, len(self.guilds),
+                 ShardPlan(self.shard_count, self.shard_plan.ids).describe())
         if not self.worker.running:
             self.worker.start()
         if self.settings.heartbeat_path is not None and not self.heartbeat.is_running():
             self.heartbeat.start()
         self.services.housekeeping.start()
-        for guild in list(self.guilds):
+        for guild in self.own_guilds():
             try:
                 await self.leave_if_unlisted(guild)
             except discord.HTTPException as exc:
                 log.warning("could not leave unlisted server %s: %s", guild.id, exc)
-        await self.services.housekeeping.forget_servers_left({guild.id for guild in self.guilds})
+        # Only the servers of this process's shards: housekeeping leaves the other shards' servers alone.
+        await self.services.housekeeping.forget_servers_left({guild.id for guild in self.own_guilds()})
 
     async def close(self) -> None:
         """Stop the worker, then the cogs and the gateway, then the HTTP session and the database."""
@@ -111,12 +145,22 @@ class VideoBot(commands.Bot):
             await self.worker.stop()
         if hasattr(self, "offers"):
             await self.offers.close()
-        await super().close()
+        if self._set_up:
+            await super().close()
         if hasattr(self, "services"):
             await self.services.close()
         log.info("closed cleanly")
 
     # -- servers ---------------------------------------------------------------------------------
+
+    def owns_guild(self, guild_id: int) -> bool:
+        """Whether the server's events come to this process (its shard is one of ours)."""
+        return self.shard_plan.owns_guild(guild_id)
+
+    def own_guilds(self) -> list[discord.Guild]:
+        """The servers of this process's shards. The cache holds no others (Discord sends them to their
+        own shard); the filter keeps that true if a cached server ever came from elsewhere."""
+        return [guild for guild in self.guilds if self.owns_guild(guild.id)]
 
     async def on_guild_join(self, guild: discord.Guild) -> None:
         await self.leave_if_unlisted(guild)
@@ -170,10 +214,18 @@ class VideoBot(commands.Bot):
 
     # -- health ----------------------------------------------------------------------------------
 
+    def shards_connected(self) -> bool:
+        """Every shard this process runs has its gateway open: one down means its servers go unanswered."""
+        expected = self.shard_plan.ids if self.shard_plan.ids is not None else range(self.shard_count or 0)
+        shards = self.shards
+        return bool(expected) and all(i in shards and not shards[i].is_closed() for i in expected)
+
     @tasks.loop(seconds=HEARTBEAT_SECONDS)
     async def heartbeat(self) -> None:
-        """Touch the heartbeat file while the gateway is up and the worker runs (for HEALTHCHECK)."""
+        """Touch the heartbeat file while every shard's gateway is up and the worker runs (for HEALTHCHECK)."""
         path = self.settings.heartbeat_path
         if path is None or not self.is_ready() or self.is_closed() or not self.worker.running:
+            return
+        if not self.shards_connected():
             return
         write_heartbeat(path)

@@ -292,3 +292,158 @@ async def test_discord_rules_over_raw_http(double: DiscordDouble) -> None:
         assert unknown.status == 404
         assert double.unknown_routes == [f"GET /api/v10/guilds/{double.guild_id}/bans"]
         await gateway.close()
+
+
+# -- shards ------------------------------------------------------------------------------------------
+
+PING = {"name": "ping", "description": "Answer", "type": 1}
+AUTH = {"Authorization": "Bot double-token"}
+
+
+@pytest.fixture
+async def sharded() -> AsyncIterator[DiscordDouble]:
+    fake = DiscordDouble(shard_count=2)
+    fake.add_member(REQUESTER_ID, name="requester")
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+async def identify(http: aiohttp.ClientSession, double: DiscordDouble, shard: list[int] | None) -> Any:
+    gateway = await http.ws_connect(double.gateway_url)
+    assert (await gateway.receive_json())["op"] == 10
+    data: dict[str, Any] = {"token": "double-token", "intents": 1 | 1 << 9, "properties": {}}  # guilds, messages
+    if shard is not None:
+        data["shard"] = shard
+    await gateway.send_json({"op": 2, "d": data})
+    return gateway
+
+
+async def events(gateway: Any, count: int) -> list[dict[str, Any]]:
+    async with asyncio.timeout(5):
+        return [await gateway.receive_json() for _ in range(count)]
+
+
+def test_add_guild_picks_an_id_on_the_chosen_shard() -> None:
+    double = DiscordDouble(shard_count=3)
+    for shard in (0, 1, 2, 1):
+        guild_id = double.add_guild(shard=shard, channels=2)
+        assert (guild_id >> 22) % 3 == shard == double.shard_of(guild_id)
+        assert len(double.guild_channel_ids(guild_id)) == 2
+        assert all(double.guild_of_channel(c) == guild_id for c in double.guild_channel_ids(guild_id))
+    with pytest.raises(ValueError, match="shard 3"):
+        double.add_guild(shard=3)
+
+
+async def test_each_shard_gets_its_own_guilds_and_their_interactions_only(sharded: DiscordDouble) -> None:
+    double = sharded
+    first_shard = double.shard_of(double.guild_id)
+    other_shard = 1 - first_shard
+    second = double.add_guild(shard=other_shard)
+    third = double.add_guild(shard=first_shard)
+    async with aiohttp.ClientSession() as http:
+        gateway_bot = await (await http.get(f"{double.api_base}/gateway/bot", headers=AUTH)).json()
+        assert gateway_bot["shards"] == 2
+        put = await http.put(f"{double.api_base}/applications/{double.application_id}/commands", json=[PING],
+                             headers=AUTH)
+        assert put.status == 200
+
+        on_first = await identify(http, double, [first_shard, 2])
+        ready, *creates = await events(on_first, 3)
+        assert ready["t"] == "READY" and ready["d"]["shard"] == [first_shard, 2]
+        assert {g["id"] for g in ready["d"]["guilds"]} == {str(double.guild_id), str(third)}
+        assert [(e["t"], e["d"]["id"]) for e in creates] == [
+            ("GUILD_CREATE", str(double.guild_id)), ("GUILD_CREATE", str(third))
+        ]
+        assert creates[1]["d"]["channels"][0]["id"] == str(double.guild_channel_ids(third)[0])
+
+        # No connection for the second guild's shard yet: Discord would hold its events; the double says so.
+        with pytest.raises(RuntimeError, match=f"shard {other_shard}"):
+            await double.send_slash_command("ping", guild_id=second, user_id=REQUESTER_ID)
+
+        on_other = await identify(http, double, [other_shard, 2])
+        ready, create = await events(on_other, 2)
+        assert [g["id"] for g in ready["d"]["guilds"]] == [str(second)]
+        assert create["t"] == "GUILD_CREATE" and create["d"]["id"] == str(second)
+        assert double.connected_shards() == {0, 1}
+
+        asked = await double.send_slash_command("ping", guild_id=second, user_id=REQUESTER_ID)
+        (arrived,) = await events(on_other, 1)
+        assert arrived["t"] == "INTERACTION_CREATE" and arrived["d"]["id"] == asked.id
+        assert arrived["d"]["guild_id"] == str(second)
+        assert arrived["d"]["channel_id"] == str(double.guild_channel_ids(second)[0])
+
+        here = await double.send_slash_command("ping", guild_id=third, user_id=REQUESTER_ID)
+        (arrived,) = await events(on_first, 1)
+        assert arrived["d"]["id"] == here.id and arrived["d"]["guild_id"] == str(third)
+
+        # The bot's own message in the second guild is announced on that guild's shard only.
+        posted = await http.post(f"{double.api_base}/channels/{double.guild_channel_ids(second)[0]}/messages",
+                                 json={"content": "hello"}, headers=AUTH)
+        assert posted.status == 200 and (await posted.json())["guild_id"] == str(second)
+        (announced,) = await events(on_other, 1)
+        assert announced["t"] == "MESSAGE_CREATE" and announced["d"]["guild_id"] == str(second)
+        # Nothing more reached the first shard: the next frame it sees is the answer to its heartbeat.
+        await on_first.send_json({"op": 1, "d": None})
+        assert (await on_first.receive_json())["op"] == 11
+
+        guild = await (await http.get(f"{double.api_base}/guilds/{second}/channels", headers=AUTH)).json()
+        assert [c["id"] for c in guild] == [str(c) for c in double.guild_channel_ids(second)]
+        await on_first.close()
+        await on_other.close()
+
+
+@pytest.mark.parametrize(("shard", "code"), [
+    ([2, 2], 4010),  # no shard 2 out of 2
+    ([-1, 2], 4010),
+    ("0,2", 4010),
+    ([0, 3], 4011),  # not the double's count
+    (None, 4011),  # no shard at all on a sharded double
+])
+async def test_a_bad_identify_shard_is_closed_with_discords_code(
+    sharded: DiscordDouble, shard: Any, code: int
+) -> None:
+    async with aiohttp.ClientSession() as http:
+        gateway = await identify(http, sharded, shard)
+        closing = await gateway.receive()
+        assert closing.type == aiohttp.WSMsgType.CLOSE and closing.data == code
+        assert sharded.connected_shards() == set()
+
+
+async def test_a_real_auto_sharded_client_sees_each_guild_on_its_shard(
+    sharded: DiscordDouble, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    double = sharded
+    monkeypatch.setattr(discord.http.Route, "BASE", double.api_base)
+    monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(double.gateway_url))
+    added = [double.add_guild(shard=0), double.add_guild(shard=1)]
+
+    class Client(discord.AutoShardedClient):
+        async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+            pass  # discord.py waits 5 s between identifies for Discord's rate limit; the double has none
+
+    client = Client(intents=discord.Intents.none() | discord.Intents(guilds=True), guild_ready_timeout=0.2)
+    ready = asyncio.Event()
+    client.event(_setter(ready))
+    await client.login("double-token")
+    runner = asyncio.create_task(client.connect(reconnect=False))
+    try:
+        async with asyncio.timeout(15):
+            await ready.wait()
+        assert client.shard_count == 2  # from GET /gateway/bot
+        seen = {guild.id: guild.shard_id for guild in client.guilds}
+        assert seen == {g: double.shard_of(g) for g in (double.guild_id, *added)}
+        assert sorted(p["shard"] for p in double.identify_payloads) == [[0, 2], [1, 2]]
+    finally:
+        await client.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+
+
+def _setter(event: asyncio.Event) -> Any:
+    async def on_ready() -> None:
+        event.set()
+
+    return on_ready

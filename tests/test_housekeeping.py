@@ -155,6 +155,27 @@ async def test_old_prompts_and_a_left_servers_prompts_are_erased_but_the_ledger_
     assert await store.ledger() == (3, 750)
 
 
+async def test_servers_left_are_forgotten_only_on_this_processs_shards(
+    tmp_path: Path, sim_client: VideoServiceClient
+) -> None:
+    on_0, on_1, also_on_1 = 4 << 22, 5 << 22, 7 << 22  # shards 0, 1, 1 out of 2
+    store = await JobStore.open(tmp_path / "bot.sqlite3")
+    try:
+        for guild_id in (on_0, on_1, also_on_1):
+            row = await store.add_submission(NewJob(model="m", prompt=f"fox of {guild_id}", seed=None, user_id=1,
+                                                    guild_id=guild_id, channel_id=1))
+            await store.transition(row.id, JobState.SUBMITTING)
+            await store.mark_accepted(row.id, f"vid-{row.id}", 250, 0.0)
+            await store.transition(row.id, JobState.FAILED)
+        s = settings(SHARD_COUNT="2", SHARD_IDS="1")
+        chores = Housekeeping(store, server_rules(store, s), sim_client, s, Poster())
+        # This process runs shard 1 and is still in `also_on_1`: only `on_1` was left; `on_0` is not ours.
+        assert await chores.forget_servers_left({also_on_1}) == 1
+        assert sorted(await store.guilds_with_prompts()) == [on_0, also_on_1]
+    finally:
+        await store.close()
+
+
 async def test_one_servers_failing_channel_holds_back_only_that_servers_lines(parts: Parts) -> None:
     _store, rules, chores, poster, _clock = parts
     await rules.change(GUILD, 900, {"log_channel_id": LOG})

@@ -120,3 +120,43 @@ def test_a_bad_database_url_is_refused_without_echoing_it(url: str) -> None:
         read_settings({**REQUIRED, "DATABASE_URL": url})
     assert any(problem.startswith("DATABASE_URL must be") for problem in refused.value.problems)
     assert "pa55word" not in str(refused.value)
+
+
+def test_sharding_is_automatic_by_default() -> None:
+    s = read_settings(REQUIRED)
+    assert s.shard_count is None and s.shard_ids is None
+    assert s.shards.count is None and s.shards.runs_every_shard and s.shards.syncs_commands
+
+
+def test_shard_count_and_ids_are_parsed() -> None:
+    s = read_settings({**REQUIRED, "SHARD_COUNT": "4", "SHARD_IDS": " 2, 3"})
+    assert s.shard_count == 4 and s.shard_ids == (2, 3)
+    assert not s.shards.syncs_commands
+    only_count = read_settings({**REQUIRED, "SHARD_COUNT": "2"})
+    assert only_count.shard_count == 2 and only_count.shard_ids is None and only_count.shards.runs_every_shard
+
+
+@pytest.mark.parametrize(("env", "problem"), [
+    ({"SHARD_COUNT": "0"}, "SHARD_COUNT must be a whole number of shards, 1 or more"),
+    ({"SHARD_COUNT": "two"}, "SHARD_COUNT must be a whole number of shards, 1 or more"),
+    ({"SHARD_IDS": "0"}, "SHARD_IDS needs SHARD_COUNT: the ids are counted out of a fixed number of shards"),
+    ({"SHARD_COUNT": "2", "SHARD_IDS": "0,x"},
+     "SHARD_IDS must be a comma-separated list of shard ids (whole numbers from 0), such as 0,1"),
+    ({"SHARD_COUNT": "2", "SHARD_IDS": "-1"},
+     "SHARD_IDS must be a comma-separated list of shard ids (whole numbers from 0), such as 0,1"),
+    ({"SHARD_COUNT": "2", "SHARD_IDS": ","},
+     "SHARD_IDS must be a comma-separated list of shard ids (whole numbers from 0), such as 0,1"),
+    ({"SHARD_COUNT": "2", "SHARD_IDS": "1,2,3"},
+     "SHARD_IDS: shard ids run from 0 to 1 with SHARD_COUNT=2, not 2, 3"),
+    ({"SHARD_COUNT": "4", "SHARD_IDS": "1,3,1"}, "SHARD_IDS lists a shard more than once: 1"),
+])
+def test_bad_shard_settings_are_named(env: dict[str, str], problem: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        read_settings({**REQUIRED, **env})
+    assert error.value.problems == [problem]
+
+
+def test_a_bad_shard_count_is_one_problem_not_two() -> None:
+    with pytest.raises(SettingsError) as error:
+        read_settings({**REQUIRED, "SHARD_COUNT": "many", "SHARD_IDS": "0"})
+    assert error.value.problems == ["SHARD_COUNT must be a whole number of shards, 1 or more"]

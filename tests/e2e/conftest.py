@@ -37,8 +37,9 @@ async def service(make_service: ServiceFactory) -> VideoServiceSimulator:
 async def make_bot(tmp_path: Path, double: DiscordDouble) -> AsyncIterator[Callable[..., BotProcess]]:
     bots: list[BotProcess] = []
 
-    def make(service: VideoServiceSimulator, **settings: str) -> BotProcess:
-        process = BotProcess(tmp_path, double, service, SIM_KEY, **settings)
+    def make(service: VideoServiceSimulator, workdir: Path | None = None, **settings: str) -> BotProcess:
+        # Several bots on one double each need a workdir of their own (log, heartbeat, videos, database).
+        process = BotProcess(workdir or tmp_path, double, service, SIM_KEY, **settings)
         bots.append(process)
         return process
 

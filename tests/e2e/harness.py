@@ -27,7 +27,9 @@ class BotProcess:
         self.simulator = simulator
         self.api_key = api_key
         self.settings = settings
+        workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / "bot.log"
+        self._log_start = 0  # where this start's lines begin in the log (a restart appends)
         self.process: asyncio.subprocess.Process | None = None
         self._log_file: IO[bytes] | None = None
 
@@ -54,6 +56,7 @@ class BotProcess:
 
     async def start(self, *args: str) -> None:
         self.double.identified.clear()
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._log_file = self.log_path.open("ab")
         self.process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bot", *args,
@@ -63,13 +66,13 @@ class BotProcess:
             await self.wait_ready()
 
     async def wait_ready(self, timeout: float = 20) -> None:
+        """Until this start's on_ready: every shard of the process identified and had its GUILD_CREATEs, and
+        the commands were synced before (setup_hook runs first), by this process or by shard 0's."""
         async with asyncio.timeout(timeout):
-            while not (self.double.identified.is_set() and self.double.synced_commands.get(self.double.guild_id)):
+            # The worker starts on on_ready, which follows GUILD_CREATE by discord.py's guild_ready_timeout.
+            while "connected as" not in self.log_since_start():
                 if self.process is not None and self.process.returncode is not None:
                     raise AssertionError(f"the bot exited with {self.process.returncode}:\n{self.log()}")
-                await asyncio.sleep(0.05)
-            # The worker starts on on_ready, which follows GUILD_CREATE by discord.py's guild_ready_timeout.
-            while "connected as" not in self.log():
                 await asyncio.sleep(0.05)
 
     async def wait_exit(self, timeout: float = 20) -> int:
@@ -96,6 +99,14 @@ class BotProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_since_start(self) -> str:
+        """The lines of the latest start only."""
+        if not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as log:
+            log.seek(self._log_start)
+            return log.read().decode(errors="replace")
 
     async def slash(self, name: str, options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         return await self.double.send_slash_command(name, options, **kwargs)

@@ -31,6 +31,10 @@ MAX_REQUEST_BYTES = 25 * 1024 * 1024
 MAX_CONTENT_LENGTH = 2000
 MAX_NONCE_LENGTH = 25
 
+# Gateway close codes Discord uses for a bad IDENTIFY shard.
+CLOSE_INVALID_SHARD = 4010
+CLOSE_SHARDING_REQUIRED = 4011
+
 FLAG_SUPPRESS_EMBEDS = 1 << 2
 FLAG_EPHEMERAL = 1 << 6
 FLAG_LOADING = 1 << 7
@@ -154,6 +158,7 @@ class _GatewaySession:
     session_id: str
     intents: int
     identify: dict[str, Any]
+    shard_id: int = 0
     seq: int = 0
     events: list[dict[str, Any]] = field(default_factory=list)
     connection: _Connection | None = None
@@ -167,6 +172,13 @@ class _Connection:
 
 
 @dataclass
+class _Guild:
+    guild_id: int
+    name: str
+    channel_ids: tuple[int, ...]
+
+
+@dataclass
 class _Member:
     user_id: int
     name: str
@@ -175,7 +187,12 @@ class _Member:
 
 
 class DiscordDouble:
-    """A fake Discord with one guild, some text channels, DMs, slash commands and webhooks.
+    """A fake Discord with one guild (more with `add_guild`), some text channels, DMs, slash commands and webhooks.
+
+    Sharded like Discord: `shard_count` is what GET /gateway/bot recommends and what every IDENTIFY
+    must carry; a guild's events go only to the connection of shard `(guild_id >> 22) % shard_count`,
+    DMs to shard 0. Extra guilds share the first one's members and roles (ids differ, the @everyone
+    role's included), which is all the bot looks at.
 
     `messages` holds what the bot posted with POST /channels/{id}/messages (DM channels
     included). Interaction responses and follow-ups live in `webhook_messages`, keyed by
@@ -193,9 +210,13 @@ class DiscordDouble:
         guild_id: int = 800_000_000_000_000_001,
         channel_ids: tuple[int, ...] = (700_000_000_000_000_001, 700_000_000_000_000_002),
         default_upload_limit: int = 10 * 1024 * 1024,
+        shard_count: int = 1,
     ) -> None:
         if not channel_ids:
             raise ValueError("the guild needs at least one text channel")
+        if shard_count < 1:
+            raise ValueError("shard_count must be 1 or more")
+        self.shard_count = shard_count
         self.application_id = application_id
         self.bot_user_id = application_id if bot_user_id is None else bot_user_id
         self.guild_id = guild_id
@@ -242,6 +263,7 @@ class DiscordDouble:
             cid: _payloads.text_channel_object(cid, guild_id, "general" if i == 0 else f"channel-{i + 1}", i)
             for i, cid in enumerate(self.channel_ids)
         }
+        self._guilds: dict[int, _Guild] = {guild_id: _Guild(guild_id, "Double Guild", self.channel_ids)}
         self._dm_by_user: dict[int, int] = {}
         self._dm_channels: dict[int, dict[str, Any]] = {}
         self._forbidden_channels: set[int] = set()
@@ -290,12 +312,53 @@ class DiscordDouble:
 
     # ------------------------------------------------------------------ test set-up
 
+    def shard_of(self, guild_id: int) -> int:
+        """The shard Discord sends the guild's events to."""
+        return (guild_id >> 22) % self.shard_count
+
+    def add_guild(self, *, shard: int = 0, channels: int = 1, name: str | None = None) -> int:
+        """A new guild the bot is in, on `shard`, with `channels` text channels; returns its id.
+
+        Its GUILD_CREATE reaches the bot when its shard next identifies: add guilds before starting the bot.
+        """
+        if not 0 <= shard < self.shard_count:
+            raise ValueError(f"shard {shard} is not one of the double's {self.shard_count}")
+        if channels < 1:
+            raise ValueError("a guild needs at least one text channel")
+        guild_id = self._ids.next()
+        while self.shard_of(guild_id) != shard:
+            guild_id += 1 << 22  # the next millisecond's snowflake: the shard moves by one
+        channel_ids = tuple(self._ids.next() for _ in range(channels))
+        for i, cid in enumerate(channel_ids):
+            self._channels[cid] = _payloads.text_channel_object(
+                cid, guild_id, "general" if i == 0 else f"channel-{i + 1}", i
+            )
+        self._guilds[guild_id] = _Guild(guild_id, name or f"Double Guild {len(self._guilds) + 1}", channel_ids)
+        return guild_id
+
+    def guild_ids(self) -> tuple[int, ...]:
+        return tuple(self._guilds)
+
+    def guild_channel_ids(self, guild_id: int) -> tuple[int, ...]:
+        return self._guilds[guild_id].channel_ids
+
+    def guild_of_channel(self, channel_id: int) -> int | None:
+        """The guild a text channel belongs to; None for DMs and unknown channels."""
+        channel = self._channels.get(channel_id)
+        return int(channel["guild_id"]) if channel is not None else None
+
+    def connected_shards(self) -> set[int]:
+        """The shards with a live gateway connection."""
+        return {session.shard_id for session in self._live_sessions()}
+
     def add_member(self, user_id: int, *, name: str | None = None, roles: Iterable[int] | None = None) -> None:
         """Make a user a guild member; unknown role ids become plain roles of the guild."""
         payload = self._register_member(user_id, name=name, roles=roles)
         self._broadcast_soon("GUILD_MEMBER_ADD", payload, intent=_payloads.INTENT_GUILD_MEMBERS)
 
-    def _register_member(self, user_id: int, *, name: str | None, roles: Iterable[int] | None) -> dict[str, Any]:
+    def _register_member(
+        self, user_id: int, *, name: str | None, roles: Iterable[int] | None, guild_id: int | None = None
+    ) -> dict[str, Any]:
         role_ids = list(roles or [])
         for role_id in role_ids:
             if role_id not in self._roles:
@@ -303,7 +366,7 @@ class DiscordDouble:
         member = _Member(user_id, name or f"user{user_id}", role_ids, _payloads.iso_now())
         self._members[user_id] = member
         self._users[user_id] = _payloads.user_object(user_id, member.name)
-        return {"guild_id": str(self.guild_id), **self._member_payload(member)}
+        return {"guild_id": str(self.guild_id if guild_id is None else guild_id), **self._member_payload(member)}
 
     def add_role(self, role_id: int, *, name: str | None = None, permissions: int = 0) -> None:
         """Add a guild role, e.g. one with ADMINISTRATOR for permission checks."""
@@ -340,6 +403,7 @@ class DiscordDouble:
         *,
         user_id: int = 600_000_000_000_000_001,
         channel_id: int | None = None,
+        guild_id: int | None = None,
         locale: str = "en-US",
         attachment_size_limit: int | None = None,
         roles: list[int] | None = None,
@@ -347,15 +411,20 @@ class DiscordDouble:
         """A user runs /name (or `/group sub`); options are checked against the synced schema like the client does.
 
         User, channel and role options take ids; their objects go into `data.resolved` as Discord sends them.
+        `guild_id` without `channel_id` runs it in that guild's first channel (default: the first guild's).
         """
+        if channel_id is None and guild_id is not None:
+            channel_id = self.guild_channel_ids(guild_id)[0]
+        channel_id = self.channel_ids[0] if channel_id is None else channel_id
+        guild = self.guild_of_channel(channel_id) or self.guild_id
         top, _, sub = name.partition(" ")
-        command, guild_scoped = self._synced_command(top)
+        command, guild_scoped = self._synced_command(top, guild)
         target = _commands.subcommand(command, sub) if sub else command
         data_options = _commands.build_options(target, dict(options or {}))
         resolved = self._resolved(target, data_options)
         if sub:
             data_options = [{"name": sub, "type": _commands.OPTION_SUB_COMMAND, "options": data_options}]
-        data = self._command_data(command, guild_scoped, data_options)
+        data = self._command_data(command, guild_scoped, data_options, guild)
         if resolved:
             data["resolved"] = resolved
         return await self._send_interaction(
@@ -410,12 +479,14 @@ class DiscordDouble:
         roles: list[int] | None = None,
     ) -> InteractionRecord:
         """A user types `value` into an autocomplete option of /name."""
-        command, guild_scoped = self._synced_command(name)
+        channel_id = self.channel_ids[0] if channel_id is None else channel_id
+        guild = self.guild_of_channel(channel_id) or self.guild_id
+        command, guild_scoped = self._synced_command(name, guild)
         values: dict[str, object] = {**(other_options or {}), focused_option: value}
         data_options = _commands.build_options(command, values, focused=focused_option)
         return await self._send_interaction(
             INTERACTION_AUTOCOMPLETE,
-            self._command_data(command, guild_scoped, data_options),
+            self._command_data(command, guild_scoped, data_options, guild),
             user_id=user_id,
             channel_id=channel_id,
             locale=locale,
@@ -521,8 +592,8 @@ class DiscordDouble:
         async with self._changed:
             self._changed.notify_all()
 
-    def _synced_command(self, name: str) -> tuple[dict[str, Any], bool]:
-        for scope in (self.guild_id, None):
+    def _synced_command(self, name: str, guild_id: int) -> tuple[dict[str, Any], bool]:
+        for scope in (guild_id, None):
             for command in self.synced_commands.get(scope, []):
                 if command["name"] == name and command.get("type", 1) == _commands.COMMAND_CHAT_INPUT:
                     return command, scope is not None
@@ -530,7 +601,7 @@ class DiscordDouble:
         raise LookupError(f"/{name} has not been synced to the double (synced: {synced or 'nothing'})")
 
     def _command_data(
-        self, command: dict[str, Any], guild_scoped: bool, data_options: list[dict[str, Any]]
+        self, command: dict[str, Any], guild_scoped: bool, data_options: list[dict[str, Any]], guild_id: int
     ) -> dict[str, Any]:
         data: dict[str, Any] = {
             "id": command["id"],
@@ -539,7 +610,7 @@ class DiscordDouble:
             "options": data_options,
         }
         if guild_scoped:
-            data["guild_id"] = str(self.guild_id)
+            data["guild_id"] = str(guild_id)
         return data
 
     async def _send_interaction(
@@ -556,13 +627,17 @@ class DiscordDouble:
         roles: list[int] | None,
     ) -> InteractionRecord:
         channel_id = self.channel_ids[0] if channel_id is None else channel_id
-        if channel_id not in self._channels:
-            raise ValueError(f"channel {channel_id} is not a text channel of the guild")
+        guild_id = self.guild_of_channel(channel_id)
+        if guild_id is None:
+            raise ValueError(f"channel {channel_id} is not a text channel of a guild")
         if not self._live_sessions():
             raise RuntimeError("no gateway session is connected; start the bot and await wait_ready()")
+        shard = self.shard_of(guild_id)
+        if shard not in self.connected_shards():
+            raise RuntimeError(f"guild {guild_id} is on shard {shard}, which no gateway session has identified as")
         if user_id not in self._members:
             # Whoever runs a guild command is a member; announce them before the interaction.
-            joined = self._register_member(user_id, name=None, roles=roles)
+            joined = self._register_member(user_id, name=None, roles=roles, guild_id=guild_id)
             await self._broadcast("GUILD_MEMBER_ADD", joined, intent=_payloads.INTENT_GUILD_MEMBERS)
         member = self._members[user_id]
         member_roles = member.roles if roles is None else list(roles)
@@ -582,8 +657,8 @@ class DiscordDouble:
             "token": token,
             "version": 1,
             "data": data,
-            "guild_id": str(self.guild_id),
-            "guild": {"id": str(self.guild_id), "locale": "en-US", "features": []},
+            "guild_id": str(guild_id),
+            "guild": {"id": str(guild_id), "locale": "en-US", "features": []},
             "channel_id": str(channel_id),
             "channel": dict(self._channels[channel_id]),
             "member": member_payload,
@@ -593,7 +668,7 @@ class DiscordDouble:
             "attachment_size_limit": size_limit,
             "entitlements": [],
             "entitlement_sku_ids": [],
-            "authorizing_integration_owners": {"0": str(self.guild_id)},
+            "authorizing_integration_owners": {"0": str(guild_id)},
             "context": 0,
         }
         if message is not None:
@@ -636,15 +711,20 @@ class DiscordDouble:
     def _user(self, user_id: int) -> dict[str, Any]:
         return self._users.get(user_id) or _payloads.user_object(user_id, f"user{user_id}")
 
-    def _guild_payload(self, intents: int) -> dict[str, Any]:
+    def _guild_payload(self, intents: int, guild_id: int | None = None) -> dict[str, Any]:
+        guild = self._guilds[self.guild_id if guild_id is None else guild_id]
         # Without the privileged members intent Discord sends only the bot's own member.
         if intents & _payloads.INTENT_GUILD_MEMBERS:
             members = list(self._members.values())
         else:
             members = [self._members[self.bot_user_id]]
+        roles = list(self._roles.values())
+        if guild.guild_id != self.guild_id:  # every guild's @everyone role has the guild's id
+            roles = [{**role, "id": str(guild.guild_id)} if int(role["id"]) == self.guild_id else role
+                     for role in roles]
         return {
-            "id": str(self.guild_id),
-            "name": "Double Guild",
+            "id": str(guild.guild_id),
+            "name": guild.name,
             "icon": None,
             "splash": None,
             "discovery_splash": None,
@@ -656,13 +736,13 @@ class DiscordDouble:
             "verification_level": 0,
             "default_message_notifications": 1,
             "explicit_content_filter": 0,
-            "roles": list(self._roles.values()),
+            "roles": roles,
             "emojis": [],
             "stickers": [],
             "features": [],
             "mfa_level": 0,
             "application_id": None,
-            "system_channel_id": str(self.channel_ids[0]),
+            "system_channel_id": str(guild.channel_ids[0]),
             "system_channel_flags": 0,
             "rules_channel_id": None,
             "public_updates_channel_id": None,
@@ -681,7 +761,7 @@ class DiscordDouble:
             "lazy": True,
             "member_count": len(self._members),
             "members": [self._member_payload(m) for m in members],
-            "channels": list(self._channels.values()),
+            "channels": [self._channels[cid] for cid in guild.channel_ids],
             "threads": [],
             "presences": [],
             "voice_states": [],
@@ -842,7 +922,7 @@ class DiscordDouble:
 
     async def _get_gateway_bot(self, request: web.Request) -> web.Response:
         limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
-        return _json_response({"url": self.gateway_url, "shards": 1, "session_start_limit": limit})
+        return _json_response({"url": self.gateway_url, "shards": self.shard_count, "session_start_limit": limit})
 
     async def _get_application(self, request: web.Request) -> web.Response:
         return _json_response(
@@ -872,7 +952,7 @@ class DiscordDouble:
         guild = request.match_info.get("guild_id")
         if guild is None:
             return None
-        if int(guild) != self.guild_id:
+        if int(guild) not in self._guilds:
             raise DiscordError(403, 50001, "Missing Access")
         return int(guild)
 
@@ -946,7 +1026,7 @@ class DiscordDouble:
             "deleted": False,
         }
         if channel_id in self._channels:
-            record["guild_id"] = str(self.guild_id)
+            record["guild_id"] = self._channels[channel_id]["guild_id"]
         if body.get("message_reference"):
             record["type"] = MESSAGE_REPLY
             record["message_reference"] = body["message_reference"]
@@ -1216,20 +1296,21 @@ class DiscordDouble:
 
     # ------------------------------------------------------------------ guild REST
 
-    def _check_guild(self, request: web.Request) -> None:
-        if int(request.match_info["guild_id"]) != self.guild_id:
+    def _check_guild(self, request: web.Request) -> int:
+        guild_id = int(request.match_info["guild_id"])
+        if guild_id not in self._guilds:
             raise DiscordError(404, 10004, "Unknown Guild")
+        return guild_id
 
     async def _get_guild(self, request: web.Request) -> web.Response:
-        self._check_guild(request)
-        guild = self._guild_payload(0)
+        guild = self._guild_payload(0, self._check_guild(request))
         for key in ("members", "channels", "threads", "presences", "voice_states", "joined_at", "large"):
             guild.pop(key)
         return _json_response(guild)
 
     async def _get_guild_channels(self, request: web.Request) -> web.Response:
-        self._check_guild(request)
-        return _json_response(list(self._channels.values()))
+        guild_id = self._check_guild(request)
+        return _json_response([self._channels[cid] for cid in self._guilds[guild_id].channel_ids])
 
     async def _get_guild_member(self, request: web.Request) -> web.Response:
         self._check_guild(request)
@@ -1391,8 +1472,11 @@ class DiscordDouble:
         return [s for s in self._sessions.values() if s.connection is not None and not s.connection.ws.closed]
 
     async def _broadcast(self, event: str, data: dict[str, Any], *, intent: int | None = None) -> None:
+        # Discord sends a guild's events to its shard's connection only; the rest (DMs) to shard 0.
+        guild_id = data.get("guild_id")
+        shard = self.shard_of(int(guild_id)) if guild_id is not None else 0
         for session in self._live_sessions():
-            if intent is None or session.intents & intent:
+            if session.shard_id == shard and (intent is None or session.intents & intent):
                 await self._dispatch(session, event, data)
 
     def _broadcast_soon(self, event: str, data: dict[str, Any], *, intent: int | None = None) -> None:
@@ -1463,14 +1547,25 @@ class DiscordDouble:
             await connection.ws.close(code=4004, message=b"Authentication failed.")
             return
         self.identify_payloads.append(data)
-        session = _GatewaySession(session_id=secrets.token_hex(16), intents=int(data.get("intents", 0)), identify=data)
+        shard = data.get("shard", [0, 1])
+        if not (isinstance(shard, list) and len(shard) == 2 and all(isinstance(n, int) for n in shard)
+                and 0 <= shard[0] < shard[1]):
+            await connection.ws.close(code=CLOSE_INVALID_SHARD, message=b"Invalid shard.")
+            return
+        if shard[1] != self.shard_count:
+            # Stricter than Discord (which takes more shards than it asks for): a test's mismatch shows at once.
+            await connection.ws.close(code=CLOSE_SHARDING_REQUIRED, message=b"Sharding required.")
+            return
+        session = _GatewaySession(
+            session_id=secrets.token_hex(16), intents=int(data.get("intents", 0)), identify=data, shard_id=shard[0]
+        )
         self._sessions[session.session_id] = session
         session.connection = connection
         connection.session = session
         ready: dict[str, Any] = {
             "v": 10,
             "user": {**self._bot_user, "verified": True, "mfa_enabled": False},
-            "guilds": [{"id": str(self.guild_id), "unavailable": True}],
+            "guilds": [{"id": str(g), "unavailable": True} for g in self._guilds_of_shard(session.shard_id)],
             "session_id": session.session_id,
             "session_type": "normal",
             "resume_gateway_url": self.gateway_url,
@@ -1486,9 +1581,13 @@ class DiscordDouble:
         if "shard" in data:
             ready["shard"] = data["shard"]
         await self._dispatch(session, "READY", ready)
-        await self._dispatch(session, "GUILD_CREATE", self._guild_payload(session.intents))
+        for guild_id in self._guilds_of_shard(session.shard_id):
+            await self._dispatch(session, "GUILD_CREATE", self._guild_payload(session.intents, guild_id))
         self.identified.set()
         await self._notify()
+
+    def _guilds_of_shard(self, shard: int) -> list[int]:
+        return [guild_id for guild_id in self._guilds if self.shard_of(guild_id) == shard]
 
     async def _resume(self, connection: _Connection, data: dict[str, Any]) -> None:
         session = self._sessions.get(str(data.get("session_id")))
@@ -1516,7 +1615,7 @@ class DiscordDouble:
             if (not user_ids or m.user_id in user_ids) and m.name.lower().startswith(query)
         ][:limit]
         chunk: dict[str, Any] = {
-            "guild_id": str(self.guild_id),
+            "guild_id": str(data.get("guild_id") or self.guild_id),
             "members": [self._member_payload(m) for m in members],
             "chunk_index": 0,
             "chunk_count": 1,

@@ -1,0 +1,58 @@
+"""Which Discord shards this process runs, and so which servers it answers for.
+
+Discord sends a server's events (its interactions included) to one gateway shard only:
+`(guild_id >> 22) % shard_count`. A process that runs some of the shards sees some of the servers;
+whatever reasons about "every server the bot is in" must ask `owns_guild` first, or it would take a
+server on another process's shard for one the bot has left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def shard_of(guild_id: int, shard_count: int) -> int:
+    """The shard Discord routes a server's events to (Discord's formula, also discord.py's)."""
+    if shard_count < 1:
+        raise ValueError("shard_count must be 1 or more")
+    return (guild_id >> 22) % shard_count
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """`SHARD_COUNT` and `SHARD_IDS`: None and None is automatic sharding, every shard in this process."""
+
+    count: int | None = None
+    ids: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.ids is not None and self.count is None:
+            raise ValueError("shard ids need a shard count")
+        if self.count is not None and self.count < 1:
+            raise ValueError("the shard count must be 1 or more")
+        if self.ids is not None and self.count is not None and (
+            not self.ids or any(not 0 <= i < self.count for i in self.ids) or len(set(self.ids)) != len(self.ids)
+        ):
+            raise ValueError("shard ids must be distinct, from 0 to the shard count - 1")
+
+    @property
+    def runs_every_shard(self) -> bool:
+        return self.ids is None or (self.count is not None and len(self.ids) == self.count)
+
+    def owns_guild(self, guild_id: int) -> bool:
+        """Whether this process receives the server's events (always, when it runs every shard)."""
+        if self.ids is None or self.count is None:
+            return True
+        return shard_of(guild_id, self.count) in self.ids
+
+    @property
+    def syncs_commands(self) -> bool:
+        """One process syncs the slash commands for the whole application: the one that runs shard 0."""
+        return self.ids is None or 0 in self.ids
+
+    def describe(self) -> str:
+        if self.count is None:
+            return "automatic sharding (Discord's recommended count), every shard in this process"
+        if self.ids is None:
+            return f"all {self.count} shards in this process"
+        return f"shard{'s' if len(self.ids) > 1 else ''} {', '.join(map(str, self.ids))} of {self.count}"

@@ -1,0 +1,119 @@
+"""Sharding across processes: two bots on one Discord with two shards, each answering its own servers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.simulator import VideoServiceSimulator
+from tests.discord_double import DiscordDouble
+from tests.e2e.harness import USER_ID, BotProcess
+
+SHARDS = 2
+SYNCED = "slash commands globally"  # the start-up line of the process that synced them
+SKIPPED = "not syncing slash commands: the process running shard 0 does"
+
+
+@pytest.fixture
+async def double() -> AsyncIterator[DiscordDouble]:
+    """The e2e fixtures' double, with two shards and a server on each (added before any bot identifies)."""
+    d = DiscordDouble(shard_count=SHARDS)
+    for shard in range(SHARDS):
+        d.add_guild(shard=shard, channels=1)
+    await d.start()
+    d.add_member(USER_ID, name="requester")
+    yield d
+    await d.stop()
+
+
+def guild_on(double: DiscordDouble, shard: int) -> int:
+    return next(g for g in double.guild_ids() if g != double.guild_id and double.shard_of(g) == shard)
+
+
+def shared_database(workdir: Path) -> dict[str, str]:
+    """Where the bots keep their jobs. Each process its own SQLite file for now; with a shared database
+    (PostgreSQL) every process gets the same DATABASE_URL here and the checks below hold unchanged."""
+    return {"DATABASE_PATH": str(workdir / "bot.sqlite3")}
+
+
+def sharded_bot(make_bot: Callable[..., BotProcess], service: VideoServiceSimulator, workdir: Path,
+                **settings: str) -> BotProcess:
+    # Commands are synced globally (no DISCORD_GUILD_ID): every server, on either shard, gets them.
+    return make_bot(service, workdir, SHARD_COUNT=str(SHARDS), DISCORD_GUILD_ID="", **shared_database(workdir),
+                    **settings)
+
+
+async def request_video(double: DiscordDouble, guild_id: int, prompt: str) -> dict[str, Any]:
+    """A /video in the server's channel, acknowledged in time and its video posted there with its cost."""
+    channel = double.guild_channel_ids(guild_id)[0]
+    interaction = await double.send_slash_command("video", {"prompt": prompt}, guild_id=guild_id, user_id=USER_ID)
+    first = await double.wait_for_callback(interaction.id)
+    assert first["time"] - interaction.created_at < 3.0
+    message = await double.wait_for_message(channel, timeout=30, predicate=lambda m: bool(m.get("attachments_data")))
+    assert "¥250" in message["content"]
+    return message
+
+
+def job_of(service: VideoServiceSimulator, prompt: str) -> str:
+    (job_id,) = [job.id for job in service.jobs.values() if job.prompt == prompt]
+    return job_id
+
+
+async def answered_by(bots: dict[int, BotProcess], service: VideoServiceSimulator, prompt: str,
+                      message: dict[str, Any]) -> list[int]:
+    """The shards whose process created the request's one job and posted its video (each logs both)."""
+    job_id = job_of(service, prompt)
+
+    def shards() -> list[int]:
+        return [shard for shard, bot in bots.items()
+                if f"accepted as job {job_id}" in bot.log() and f"as message {message['id']}" in bot.log()]
+
+    async with asyncio.timeout(10):  # the line "delivered" follows the post
+        while not shards():
+            await asyncio.sleep(0.05)
+    return shards()
+
+
+async def test_two_processes_each_answer_their_own_shards_servers_once(
+    make_bot: Callable[..., BotProcess], service: VideoServiceSimulator, double: DiscordDouble, tmp_path: Path
+) -> None:
+    bots = {shard: sharded_bot(make_bot, service, tmp_path / f"shard-{shard}", SHARD_IDS=str(shard))
+            for shard in range(SHARDS)}
+    await bots[0].start()
+    await bots[1].start()
+    assert double.connected_shards() == {0, 1}
+    assert sorted(p["shard"] for p in double.identify_payloads) == [[0, SHARDS], [1, SHARDS]]
+
+    for shard in range(SHARDS):
+        prompt = f"a lighthouse seen from shard {shard}"
+        message = await request_video(double, guild_on(double, shard), prompt)
+        assert await answered_by(bots, service, prompt, message) == [shard]
+    assert service.creates_received == service.creates_accepted == 2
+    # Only the process running shard 0 synced, and once: one PUT of the global commands.
+    syncs = [r for r in double.requests if r.method == "PUT" and r.path.endswith("/commands")]
+    assert len(syncs) == 1 and double.synced_commands.get(None)
+    assert SYNCED in bots[0].log() and SKIPPED not in bots[0].log()
+    assert SYNCED not in bots[1].log() and SKIPPED in bots[1].log()
+    for shard, bot in bots.items():
+        assert f"on shard {shard} of {SHARDS}" in bot.log() and (bot.workdir / "heartbeat").exists()
+        assert await bot.stop() == 0 and "Traceback" not in bot.log()
+
+
+async def test_one_process_with_both_shards_answers_every_server(
+    make_bot: Callable[..., BotProcess], service: VideoServiceSimulator, double: DiscordDouble, tmp_path: Path
+) -> None:
+    bot = sharded_bot(make_bot, service, tmp_path / "all-shards")
+    await bot.start()  # discord.py waits 5 s between its two identifies (Discord's identify rate limit)
+    assert double.connected_shards() == {0, 1}
+    assert "connected as" in bot.log() and f"all {SHARDS} shards in this process" in bot.log()
+    for shard in range(SHARDS):
+        prompt = f"a kite flown on shard {shard}"
+        message = await request_video(double, guild_on(double, shard), prompt)
+        assert await answered_by({shard: bot}, service, prompt, message) == [shard]
+    assert service.creates_received == service.creates_accepted == 2
+    assert SYNCED in bot.log()
+    assert await bot.stop() == 0 and "Traceback" not in bot.log()
