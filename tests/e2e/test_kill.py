@@ -49,8 +49,8 @@ SETTLE_TIMEOUT_SECONDS = 60.0
 FINAL_STATES = frozenset({"delivered", "failed", "stalled", "rejected", "unknown", "interrupted", "undeliverable"})
 
 
-def _seeds() -> list[int]:
-    raw = os.environ.get("KILL_SEEDS", "3").strip()
+def _seeds(default: int = 3) -> list[int]:
+    raw = os.environ.get("KILL_SEEDS", str(default)).strip()
     if "," in raw:
         return [int(part) for part in raw.split(",") if part.strip()]
     return list(range(1, int(raw) + 1))

@@ -1,4 +1,5 @@
-"""Sharding across processes: two bots on one Discord with two shards, each answering its own servers."""
+"""Sharding across processes: two bots on one Discord with two shards and one PostgreSQL database, each answering
+its own servers."""
 
 from __future__ import annotations
 
@@ -34,16 +35,11 @@ def guild_on(double: DiscordDouble, shard: int) -> int:
     return next(g for g in double.guild_ids() if g != double.guild_id and double.shard_of(g) == shard)
 
 
-def shared_database(workdir: Path) -> dict[str, str]:
-    """Where the bots keep their jobs. Each process its own SQLite file for now; with a shared database
-    (PostgreSQL) every process gets the same DATABASE_URL here and the checks below hold unchanged."""
-    return {"DATABASE_PATH": str(workdir / "bot.sqlite3")}
-
-
 def sharded_bot(make_bot: Callable[..., BotProcess], service: VideoServiceSimulator, workdir: Path,
-                **settings: str) -> BotProcess:
+                database_url: str, **settings: str) -> BotProcess:
+    """A bot process on the shared PostgreSQL database, with a disk (videos, log) of its own."""
     # Commands are synced globally (no DISCORD_GUILD_ID): every server, on either shard, gets them.
-    return make_bot(service, workdir, SHARD_COUNT=str(SHARDS), DISCORD_GUILD_ID="", **shared_database(workdir),
+    return make_bot(service, workdir, SHARD_COUNT=str(SHARDS), DISCORD_GUILD_ID="", DATABASE_URL=database_url,
                     **settings)
 
 
@@ -78,10 +74,11 @@ async def answered_by(bots: dict[int, BotProcess], service: VideoServiceSimulato
     return shards()
 
 
-async def test_two_processes_each_answer_their_own_shards_servers_once(
-    make_bot: Callable[..., BotProcess], service: VideoServiceSimulator, double: DiscordDouble, tmp_path: Path
+async def test_two_processes_on_one_database_each_answer_their_own_shards_servers_once(
+    make_bot: Callable[..., BotProcess], service: VideoServiceSimulator, double: DiscordDouble, tmp_path: Path,
+    postgres_url: str,
 ) -> None:
-    bots = {shard: sharded_bot(make_bot, service, tmp_path / f"shard-{shard}", SHARD_IDS=str(shard))
+    bots = {shard: sharded_bot(make_bot, service, tmp_path / f"shard-{shard}", postgres_url, SHARD_IDS=str(shard))
             for shard in range(SHARDS)}
     await bots[0].start()
     await bots[1].start()
@@ -104,9 +101,10 @@ async def test_two_processes_each_answer_their_own_shards_servers_once(
 
 
 async def test_one_process_with_both_shards_answers_every_server(
-    make_bot: Callable[..., BotProcess], service: VideoServiceSimulator, double: DiscordDouble, tmp_path: Path
+    make_bot: Callable[..., BotProcess], service: VideoServiceSimulator, double: DiscordDouble, tmp_path: Path,
+    postgres_url: str,
 ) -> None:
-    bot = sharded_bot(make_bot, service, tmp_path / "all-shards")
+    bot = sharded_bot(make_bot, service, tmp_path / "all-shards", postgres_url)
     await bot.start()  # discord.py waits 5 s between its two identifies (Discord's identify rate limit)
     assert double.connected_shards() == {0, 1}
     assert "connected as" in bot.log() and f"all {SHARDS} shards in this process" in bot.log()
