@@ -193,6 +193,23 @@ class ServerStore:
         async with self._db.transaction():
             await self._add_event(guild_id, kind, user_id=user_id, job_id=job_id, details=details)
 
+    async def add_event_once(
+        self, guild_id: int, kind: EventKind, *, once_key: str, details: dict[str, Any] | None = None
+    ) -> bool:
+        """Add the event unless `once_key` is already marked (in `meta`), and mark it, in one transaction.
+
+        False when it was marked already: of several processes noticing the same thing at once, one tells it.
+        The mark stays until deleted (`JobStore.delete_meta`), when the thing can be told again.
+        """
+        async with self._db.transaction():
+            marked = await self._db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+                (once_key, str(self._db.now())),
+            )
+            if marked:
+                await self._add_event(guild_id, kind, details=details)
+        return bool(marked)
+
     async def _add_event(
         self, guild_id: int, kind: EventKind, *, user_id: int | None = None, job_id: int | None = None,
         details: dict[str, Any] | None = None,
