@@ -1,4 +1,5 @@
-"""`python -m bot [run|sync|check|backup PATH]`: start the bot, force a command sync, check the set-up, back up."""
+"""`python -m bot [run|sync|check|backup PATH|migrate-db --to URL]`: start the bot, force a command sync, check the
+set-up, back up, move the SQLite history to PostgreSQL."""
 
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ import discord
 import discord.http
 
 from bot.app import build_client, catalogue_of, open_store
+from bot.database_url import password_of
 from bot.errors import ProtocolError, RateLimited, Rejected, ServerError, VideoServiceError
 from bot.i18n import EN, yen
 from bot.instance_lock import AlreadyRunning, single_process
 from bot.logs import setup_logging
+from bot.migrate_db import MigrateRefused, migrate_database
 from bot.models import Catalogue, CatalogueError
 from bot.retry import NO_RETRY, RetryPolicy
 from bot.settings import Settings, SettingsError, load_settings
@@ -476,6 +479,28 @@ async def pause(settings: Settings, *, on: bool) -> int:
     return 0
 
 
+# -- migrate-db ----------------------------------------------------------------------------------
+
+
+def migrate_db(target_url: str, source: Path | None) -> int:
+    """Copy the SQLite history (`source`, else DATABASE_PATH) into the empty PostgreSQL database at `target_url`."""
+    setup_logging(logging.INFO, secrets=tuple(filter(None, [password_of(target_url)])))
+    if source is None:
+        try:
+            source = load_settings().database_path
+        except SettingsError as exc:
+            print(f"python -m bot migrate-db: {exc} (or name the SQLite file with --from PATH)", file=sys.stderr)
+            return 2
+    try:
+        report = asyncio.run(migrate_database(source, target_url))
+    except (MigrateRefused, DatabaseTooNew, StoreUnavailable) as exc:
+        print(f"python -m bot migrate-db: {exc}", file=sys.stderr)
+        return 1
+    for line in report.lines():
+        print(line)
+    return 0 if report.ok else 1
+
+
 # -- entry point ---------------------------------------------------------------------------------
 
 
@@ -493,12 +518,20 @@ def main(argv: list[str] | None = None) -> int:
     demo_parser = commands.add_parser("demo", help="see the bot work against local stand-ins: no account, no key")
     demo_parser.add_argument("--out", type=Path, default=Path("demo-output"), metavar="DIR",
                              help="where to save the demo's video (default: %(default)s)")
+    migrate_parser = commands.add_parser(
+        "migrate-db", help="copy the SQLite database's whole history into an empty PostgreSQL database")
+    migrate_parser.add_argument("--to", required=True, metavar="postgresql://USER:PASSWORD@HOST:PORT/DATABASE",
+                                help="the empty PostgreSQL database (its password is never printed)")
+    migrate_parser.add_argument("--from", dest="source", type=Path, metavar="PATH",
+                                help="the SQLite file (default: DATABASE_PATH); the bot must be stopped")
     args = parser.parse_args(argv)
     if args.command == "demo":
         # Imported here only: the normal start-up never loads the demo or its Discord stand-in.
         from bot.demo.launcher import main as demo_main
 
         return demo_main(args.out)
+    if args.command == "migrate-db":
+        return migrate_db(args.to, args.source)
     setup_logging(logging.INFO)  # until the settings say otherwise
     try:
         settings = load_settings()

@@ -160,9 +160,9 @@ class Housekeeping:
             alerted = await self._store.get_meta(key) is not None
             low = left is not None and left < threshold
             if low and not alerted:
-                await self._rules.store.add_event(guild_id, "budget_low", details={"left": left,
-                                                                                   "threshold": threshold})
-                await self._store.set_meta(key, str(self._clock()))
+                # The mark and the event in one transaction: of processes checking at once, one alerts.
+                await self._rules.store.add_event_once(guild_id, "budget_low", once_key=key,
+                                                       details={"left": left, "threshold": threshold})
             elif not low and alerted:
                 await self._store.delete_meta(key)
 

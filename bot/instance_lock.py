@@ -19,6 +19,7 @@ from bot.errors import BotError
 class AlreadyRunning(BotError):
     def __init__(self, database: Path, holder: str) -> None:
         self.database = database
+        self.holder = holder
         who = f" (process {holder})" if holder else ""
         super().__init__(
             f"another bot process{who} is using {database}: SQLite serves one process. Stop it first; "

@@ -1,19 +1,18 @@
 """Per-server settings: the host's environment gives the defaults, each server's admins override them.
 
 Every setting is read from the database at the moment it is needed, so a change made with /settings
-holds for the next request, with no restart and no cache to go stale.
+holds for the next request, in every process on the database, with no restart and no cache to go stale.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from bot.server_store import MemberRecord, ServerStore
+from bot.server_store import MemberRecord, ServerStore, SettingWrites, StoredSetting
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -213,63 +212,65 @@ class ServerRules:
     def __init__(self, store: ServerStore, defaults: ServerSettings) -> None:
         self.store = store
         self.defaults = defaults
-        # One change at a time: an edit reads the current value and writes the next one, and two admins
-        # editing at once must not lose either's change. One process holds the database (bot/instance_lock.py).
-        self._changing = asyncio.Lock()
 
     async def effective(self, guild_id: int | None) -> ServerSettings:
         if guild_id is None:
             return self.defaults
+        return self._effective(guild_id, await self.store.settings(guild_id))
+
+    def _effective(self, guild_id: int, stored: Mapping[str, StoredSetting]) -> ServerSettings:
         values: dict[str, Any] = {}
-        for key, stored in (await self.store.settings(guild_id)).items():
+        for key, setting in stored.items():
             try:
-                values[key] = check_value(key, stored.value)
+                values[key] = check_value(key, setting.value)
             except InvalidSetting:
                 # A damaged or outdated row must not stop the server: its default holds, and the host hears of it.
                 log.warning("server %s: stored setting %s is unusable; using the default", guild_id, key)
         return replace(self.defaults, **values, from_server=frozenset(values))
 
+    # An edit reads the current value and writes the next one: both happen in one write transaction of the
+    # store (ServerStore.edit_settings), so two admins editing at once, in one process or two, lose neither change.
+
     async def change(self, guild_id: int, by_user_id: int, values: Mapping[SettingKey, Any]) -> list[Change]:
         """Set the given settings (validated first, all or none); returns what actually changed."""
-        async with self._changing:
-            return await self._change(guild_id, by_user_id, values, await self.effective(guild_id))
+        checked = {key: check_value(key, value) for key, value in values.items()}
+        return await self.store.edit_settings(
+            guild_id, by_user_id, lambda stored: _changes(checked, self._effective(guild_id, stored))
+        )
 
     async def edit(
         self, guild_id: int, by_user_id: int, key: SettingKey, update: Callable[[Any], Any]
     ) -> list[Change]:
         """Set `key` to `update(its current value)`, with no other change in between (adding a channel, say)."""
-        async with self._changing:
-            current = await self.effective(guild_id)
-            return await self._change(guild_id, by_user_id, {key: update(getattr(current, key))}, current)
+        def decide(stored: Mapping[str, StoredSetting]) -> tuple[SettingWrites, list[Change]]:
+            current = self._effective(guild_id, stored)
+            return _changes({key: check_value(key, update(getattr(current, key)))}, current)
 
-    async def _change(
-        self, guild_id: int, by_user_id: int, values: Mapping[SettingKey, Any], current: ServerSettings
-    ) -> list[Change]:
-        checked = {key: check_value(key, value) for key, value in values.items()}
-        changes = [
-            Change(key, getattr(current, key), value)
-            for key, value in checked.items()
-            if value != getattr(current, key) or key not in current.from_server
-        ]
-        if changes:
-            await self.store.change_settings(guild_id, by_user_id, {
-                c.key: (_stored(c.old), _stored(c.new), False) for c in changes
-            })
-        return changes
+        return await self.store.edit_settings(guild_id, by_user_id, decide)
 
     async def reset(self, guild_id: int, by_user_id: int, key: SettingKey) -> Change | None:
         """Back to the host's default; None when the server had not set it."""
         if key not in SETTING_KEYS:
             raise InvalidSetting(key, None)
-        async with self._changing:
-            current = await self.effective(guild_id)
+
+        def decide(stored: Mapping[str, StoredSetting]) -> tuple[SettingWrites, Change | None]:
+            current = self._effective(guild_id, stored)
             if key not in current.from_server:
-                return None
-            default = getattr(self.defaults, key)
-            await self.store.change_settings(
-                guild_id, by_user_id, {key: (_stored(getattr(current, key)), None, True)}
-            )
-        return Change(key, getattr(current, key), default)
+                return {}, None
+            old = getattr(current, key)
+            return {key: (_stored(old), None, True)}, Change(key, old, getattr(self.defaults, key))
+
+        return await self.store.edit_settings(guild_id, by_user_id, decide)
 
     async def member(self, guild_id: int, user_id: int) -> MemberRecord:
         return await self.store.member(guild_id, user_id)
+
+
+def _changes(checked: Mapping[SettingKey, Any], current: ServerSettings) -> tuple[SettingWrites, list[Change]]:
+    """What setting `checked` (values already checked) over `current` writes, and the changes it makes."""
+    changes = [
+        Change(key, getattr(current, key), value)
+        for key, value in checked.items()
+        if value != getattr(current, key) or key not in current.from_server
+    ]
+    return {c.key: (_stored(c.old), _stored(c.new), False) for c in changes}, changes

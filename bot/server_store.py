@@ -7,13 +7,17 @@ it are written in one transaction, and a quota check sees the same database as t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.store import JobStore, Row
 
 #: Settings history and log lines: what happened, never a prompt or a matched term.
 EventKind = str
+#: `{key: (old shown value, new value, reset to default?)}`: what a settings change writes.
+SettingWrites = dict[str, tuple[Any, Any, bool]]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -70,29 +74,43 @@ class ServerStore:
             stored[row["key"]] = StoredSetting(value, row["updated_at"], row["updated_by"])
         return stored
 
-    async def change_settings(
-        self, guild_id: int, by_user_id: int, changes: dict[str, tuple[Any, Any, bool]]
-    ) -> None:
+    async def change_settings(self, guild_id: int, by_user_id: int, changes: SettingWrites) -> None:
         """Write `{key: (old shown value, new value, reset to default?)}` and one event per change, atomically."""
-        now = self._db.now()
         async with self._db.transaction():
-            for key, (old, new, reset) in changes.items():
-                if reset:
-                    await self._db.execute(
-                        "DELETE FROM server_settings WHERE guild_id = ? AND key = ?", (guild_id, key)
-                    )
-                else:
-                    await self._db.execute(
-                        """INSERT INTO server_settings (guild_id, key, value, updated_at, updated_by)
-                           VALUES (?, ?, ?, ?, ?)
-                           ON CONFLICT (guild_id, key) DO UPDATE SET value = excluded.value,
-                               updated_at = excluded.updated_at, updated_by = excluded.updated_by""",
-                        (guild_id, key, json.dumps(new), now, by_user_id),
-                    )
-                await self._add_event(
-                    guild_id, "setting", user_id=by_user_id,
-                    details={"key": key, "old": old, "new": None if reset else new, "default": reset},
+            await self._write_settings(guild_id, by_user_id, changes)
+
+    async def edit_settings(
+        self, guild_id: int, by_user_id: int, decide: Callable[[dict[str, StoredSetting]], tuple[SettingWrites, _T]]
+    ) -> _T:
+        """Read the server's settings and write what `decide` makes of them, in ONE write transaction.
+
+        The write lock is taken before the read (SQLite's BEGIN IMMEDIATE; PostgreSQL's advisory lock, which
+        every process on the database shares), so two admins editing one list at once, through one process or
+        two, each see the other's change and both keep theirs. `decide` raising writes nothing.
+        """
+        async with self._db.transaction():
+            # Inside the transaction, the read runs on its connection (bot/postgres.py), after the lock.
+            writes, result = decide(await self.settings(guild_id))
+            await self._write_settings(guild_id, by_user_id, writes)
+        return result
+
+    async def _write_settings(self, guild_id: int, by_user_id: int, changes: SettingWrites) -> None:
+        now = self._db.now()
+        for key, (old, new, reset) in changes.items():
+            if reset:
+                await self._db.execute("DELETE FROM server_settings WHERE guild_id = ? AND key = ?", (guild_id, key))
+            else:
+                await self._db.execute(
+                    """INSERT INTO server_settings (guild_id, key, value, updated_at, updated_by)
+                       VALUES (?, ?, ?, ?, ?)
+                       ON CONFLICT (guild_id, key) DO UPDATE SET value = excluded.value,
+                           updated_at = excluded.updated_at, updated_by = excluded.updated_by""",
+                    (guild_id, key, json.dumps(new), now, by_user_id),
                 )
+            await self._add_event(
+                guild_id, "setting", user_id=by_user_id,
+                details={"key": key, "old": old, "new": None if reset else new, "default": reset},
+            )
 
     async def guilds_with_setting(self, key: str) -> dict[int, Any]:
         """Every server that set `key` itself, with its value."""
@@ -174,6 +192,23 @@ class ServerStore:
     ) -> None:
         async with self._db.transaction():
             await self._add_event(guild_id, kind, user_id=user_id, job_id=job_id, details=details)
+
+    async def add_event_once(
+        self, guild_id: int, kind: EventKind, *, once_key: str, details: dict[str, Any] | None = None
+    ) -> bool:
+        """Add the event unless `once_key` is already marked (in `meta`), and mark it, in one transaction.
+
+        False when it was marked already: of several processes noticing the same thing at once, one tells it.
+        The mark stays until deleted (`JobStore.delete_meta`), when the thing can be told again.
+        """
+        async with self._db.transaction():
+            marked = await self._db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+                (once_key, str(self._db.now())),
+            )
+            if marked:
+                await self._add_event(guild_id, kind, details=details)
+        return bool(marked)
 
     async def _add_event(
         self, guild_id: int, kind: EventKind, *, user_id: int | None = None, job_id: int | None = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import discord
@@ -14,7 +15,7 @@ from bot.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
 from bot.store import JobState, JobStore, NewJob
 from bot.video_client import VideoServiceClient
-from tests.conftest import Clock
+from tests.conftest import Clock, StoreOpener
 
 GUILD = 10
 LOG = 500
@@ -196,3 +197,17 @@ async def test_a_damaged_event_row_is_still_posted_and_stops_nothing(parts: Part
     await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "blocklist"})
     assert await chores.post_events() == 3
     assert "#7" in poster.lines[1][1] and "¥0" in poster.lines[1][1]
+
+
+async def test_two_processes_checking_the_budget_at_once_alert_once(
+    open_store: StoreOpener, simulator: VideoServiceSimulator, sim_client: VideoServiceClient
+) -> None:
+    s = settings()
+    processes = []
+    for store in (await open_store(), await open_store()):  # two stores on one database: two bot processes
+        processes.append(Housekeeping(store, server_rules(store, s), sim_client, s, Poster(), chores=Chores()))
+    rules = server_rules(await open_store(), s)
+    await rules.change(GUILD, 900, {"log_channel_id": LOG, "budget_alert_yen": 5_000})
+    simulator.spend = 6_000
+    await asyncio.gather(*(chores.check_budget() for chores in processes for _ in range(3)))
+    assert len(await rules.store.recent_events(GUILD, "budget_low")) == 1

@@ -99,3 +99,26 @@ async def test_two_admins_adding_channels_at_once_both_keep_their_change(open_st
         assert len(await rules.store.recent_events(10, "setting", limit=10)) == 5
     finally:
         await store.close()
+
+
+async def test_two_processes_editing_one_list_at_once_both_keep_their_changes(open_store: StoreOpener) -> None:
+    # Two stores on one database (on PostgreSQL, two pools): two bot processes, each with its own ServerRules.
+    first, second = await open_store(), await open_store()
+    settings = read_settings(ENV)
+    processes = [server_rules(first, settings), server_rules(second, settings)]
+
+    def adding(channel: int) -> Callable[[frozenset[int]], list[int]]:
+        return lambda current: sorted(current | {channel})
+
+    await asyncio.gather(*(
+        processes[n % 2].edit(10, 900 + n, "allowed_channel_ids", adding(100 + n)) for n in range(20)
+    ), processes[0].change(10, 1, {"cooldown_seconds": 5}), processes[1].change(10, 2, {"max_active_jobs": 4}))
+    for rules in processes:
+        server = await rules.effective(10)
+        assert server.allowed_channel_ids == set(range(100, 120))
+        assert (server.cooldown_seconds, server.max_active_jobs) == (5, 4)
+    history = await processes[0].store.recent_events(10, "setting", limit=50)
+    assert len(history) == 22
+    # Each event's "old" is what the other process had written just before: no change was made over a stale read.
+    added = sorted(len(e.details["new"]) for e in history if e.details["key"] == "allowed_channel_ids")
+    assert added == list(range(1, 21))
