@@ -432,10 +432,11 @@ async def test_each_process_refreshes_only_the_receipts_of_the_jobs_it_holds(ope
         await store.mark_accepted(job.id, f"vid_{lease.owner}", 250, next_poll_at=now)
         await store.update(job.id, reply_message_id=1)
         held[lease.owner] = job.id
-    due = {"now": now + 1, "older_than": now + 1, "limit": 10}
-    assert [j.id for j in await store.receipts_to_refresh(**due, owner="mine")] == [held["mine"]]
-    assert [j.id for j in await store.receipts_to_refresh(**due, owner="theirs")] == [held["theirs"]]
-    assert len(await store.receipts_to_refresh(**due)) == 2  # one process alone: every receipt
+    async def due(owner: str | None) -> list[int]:
+        return [j.id for j in await store.receipts_to_refresh(now=now + 1, older_than=now + 1, limit=10, owner=owner)]
+
+    assert await due("mine") == [held["mine"]] and await due("theirs") == [held["theirs"]]
+    assert len(await due(None)) == 2  # one process alone: every receipt
 
 
 async def test_the_longest_running_live_process_leads_the_shared_chores(open_store: StoreOpener) -> None:
