@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -178,7 +179,8 @@ async def open_services(
         )
         chores_runner = Housekeeping(
             store, rules, service, settings, post_line or _no_log_channel, guild_locale=guild_locale, chores=chores,
-            progress=ProgressRefresher(store, deliverer, durations.expected_ready_at, clock=clock), clock=clock,
+            progress=ProgressRefresher(store, deliverer, durations.expected_ready_at, clock=clock, owner=lease.owner),
+            clock=clock, leads=partial(store.leads_chores, lease),
         )
         if metrics is not None and settings.metrics_port is not None:
             endpoint = MetricsEndpoint(metrics, store)

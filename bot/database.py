@@ -60,7 +60,7 @@ class Database(Protocol):
     def transaction(self, *, wait: bool = True) -> contextlib.AbstractAsyncContextManager[None]:
         """One write transaction at a time; statements and reads inside it run in it.
 
-        `wait=False`: when another process is writing, fail at once with StoreUnavailable.
+        `wait=False`: when another process is writing, fail soon (StoreUnavailable) instead of after the usual wait.
         """
         ...
 

@@ -54,8 +54,12 @@ class Housekeeping:
         chores: Chores | None = None,
         progress: ProgressRefresher | None = None,
         clock: Callable[[], float] = time.time,
+        leads: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
+        """`leads`: whether this process does the chores done once for all processes on the database (the log
+        channels, budget alerts, prompt retention); without it, this process alone does them."""
         self._store = store
+        self._leads = leads
         self._rules = rules
         self._client = client
         self._settings = settings
@@ -90,13 +94,23 @@ class Housekeeping:
     async def tick(self) -> None:
         """One round of every chore that is due; one failing chore never stops the others or the loop."""
         now = self._clock()
-        chores: list[tuple[str, Callable[[], Awaitable[object]]]] = [("log channels", self.post_events)]
+        chores: list[tuple[str, Callable[[], Awaitable[object]]]] = []
         if self._progress is not None:
-            chores.append(("receipts", self._progress.refresh))
-        if now - self._last_budget_check >= self._chores.budget_check_seconds:
+            chores.append(("receipts", self._progress.refresh))  # each process its own jobs' receipts
+        try:
+            leading = self._leads is None or await self._leads()
+        except Exception:
+            log.exception("housekeeping: could not tell which process leads the shared chores; skipping them")
+            leading = False
+        if not leading:
+            # Another process posts the log lines and alerts: two would post each line twice.
+            self._last_budget_check = self._last_retention = float("-inf")  # due at once if this one leads later
+        else:
+            chores.insert(0, ("log channels", self.post_events))
+        if leading and now - self._last_budget_check >= self._chores.budget_check_seconds:
             self._last_budget_check = now
             chores.append(("budget alerts", self.check_budget))
-        if now - self._last_retention >= self._chores.retention_check_seconds:
+        if leading and now - self._last_retention >= self._chores.retention_check_seconds:
             self._last_retention = now
             chores.append(("prompt retention", self.erase_old_prompts))
         for name, chore in chores:

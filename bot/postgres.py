@@ -29,6 +29,8 @@ MIGRATE_LOCK_KEY = WRITE_LOCK_KEY + 1
 #: Like SQLite's busy_timeout: a write waiting this long for another process's lock fails as StoreUnavailable
 #: (the row is written before the interaction is acknowledged, inside Discord's 3 s).
 LOCK_TIMEOUT_MS = 1500
+#: What `transaction(wait=False)` waits for another process's write before giving up (StoreUnavailable).
+NO_WAIT_LOCK_TIMEOUT_MS = 200
 
 
 # -- SQL translation --------------------------------------------------------------------------------
@@ -221,9 +223,13 @@ class PostgresDatabase:
                             # One trip: the transaction and the lock that makes it the only writer.
                             await connection.execute(f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
                         else:
-                            await connection.execute("BEGIN")
-                            if not await connection.fetchval(f"SELECT pg_try_advisory_xact_lock({WRITE_LOCK_KEY})"):
-                                raise StoreUnavailable("the database is busy with another process's write")
+                            # Another process writes often (every poll): a short wait, not none, or a periodic
+                            # write (the lease renewal) would lose too many rounds to ordinary traffic.
+                            await connection.execute(
+                                f"BEGIN; SET LOCAL lock_timeout = {NO_WAIT_LOCK_TIMEOUT_MS};"
+                                f" SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY});"
+                                f" SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}"
+                            )
                         yield
                         await connection.execute("COMMIT")
                     except BaseException:

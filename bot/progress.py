@@ -59,8 +59,11 @@ class ProgressRefresher:
         *,
         limits: RefreshLimits | None = None,
         clock: Callable[[], float] = time.time,
+        owner: str | None = None,
     ) -> None:
+        """`owner`: the process's lease owner; it refreshes the receipts of the jobs it holds only."""
         self._store = store
+        self._owner = owner
         self._deliverer = deliverer
         self._estimate = estimate_ready
         self._limits = limits or RefreshLimits()
@@ -71,7 +74,7 @@ class ProgressRefresher:
         """Edit the receipts that are due, as many as the budget allows now; returns how many were edited."""
         now = self._clock()
         due = await self._store.receipts_to_refresh(
-            now=now, older_than=now - self._limits.every_seconds, limit=self._budget.available()
+            now=now, older_than=now - self._limits.every_seconds, limit=self._budget.available(), owner=self._owner
         )
         edited = 0
         for job in due:

@@ -779,19 +779,36 @@ class JobStore:
         """
         return await self.transition(job_id, S.CANCELLED, told_at=self._clock(), last_error="cancelled")
 
-    async def receipts_to_refresh(self, *, now: float, older_than: float, limit: int) -> list[Job]:
+    async def receipts_to_refresh(
+        self, *, now: float, older_than: float, limit: int, owner: str | None = None
+    ) -> list[Job]:
         """Waiting jobs whose receipt can still be edited (token alive) and was not refreshed since `older_than`.
 
-        Oldest refresh first, so a bounded number of edits a round reaches every receipt in turn.
+        Oldest refresh first, so a bounded number of edits a round reaches every receipt in turn. With `owner`:
+        only the jobs that process holds (each process edits the receipts of its own jobs, never twice).
         """
         if limit <= 0:
             return []
+        held, held_params = _held_by(owner)
         return await self._jobs(
-            """SELECT * FROM jobs WHERE state IN (?, ?) AND reply_message_id IS NOT NULL
-                   AND interaction_expires_at > ? AND COALESCE(progress_at, accepted_at, created_at) <= ?
+            f"""SELECT * FROM jobs WHERE state IN (?, ?) AND reply_message_id IS NOT NULL
+                   AND interaction_expires_at > ? AND COALESCE(progress_at, accepted_at, created_at) <= ?{held}
                ORDER BY COALESCE(progress_at, 0), id LIMIT ?""",
-            (S.PENDING, S.IN_PROGRESS, now, older_than, limit),
+            (S.PENDING, S.IN_PROGRESS, now, older_than, *held_params, limit),
         )
+
+    async def leads_chores(self, lease: Lease) -> bool:
+        """Whether `lease`'s process does the chores done once for every process sharing the database (log
+        channels, budget alerts, prompt retention): the longest-running live one.
+
+        Needs no write: a dead leader's heartbeat goes stale within one lease and the next oldest takes over.
+        With no live heartbeat at all (a process before its first renewal, alone), it leads.
+        """
+        row = await self._one(
+            "SELECT owner FROM processes WHERE heartbeat_at > ? ORDER BY started_at, owner LIMIT 1",
+            (self._clock() - lease.seconds,),
+        )
+        return row is None or row[0] == lease.owner
 
     async def queue_position(self, job_id: int) -> int | None:
         """The job's place among this bot's waiting jobs (1: next), oldest first; None once it is not waiting."""

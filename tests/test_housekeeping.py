@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 
 import discord
@@ -10,6 +11,7 @@ import pytest
 
 from bot.app import server_rules
 from bot.housekeeping import Chores, Housekeeping
+from bot.leases import Lease
 from bot.server_settings import ServerRules
 from bot.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
@@ -211,3 +213,37 @@ async def test_two_processes_checking_the_budget_at_once_alert_once(
     simulator.spend = 6_000
     await asyncio.gather(*(chores.check_budget() for chores in processes for _ in range(3)))
     assert len(await rules.store.recent_events(GUILD, "budget_low")) == 1
+
+
+async def test_of_two_processes_on_one_database_only_the_oldest_live_one_posts_the_log_lines(
+    parts: Parts, sim_client: VideoServiceClient
+) -> None:
+    store, rules, _chores, _poster, clock = parts
+    first, second = Lease("first", seconds=30), Lease("second", seconds=30)
+    await store.renew_leases(first)
+    clock.now += 1
+    await store.renew_leases(second)
+    posters = {lease.owner: Poster() for lease in (first, second)}
+    processes = [
+        Housekeeping(store, rules, sim_client, settings(), posters[lease.owner], clock=clock,
+                     leads=partial(store.leads_chores, lease))
+        for lease in (first, second)
+    ]
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    for process in processes:
+        await process.tick()
+    assert len(posters["first"].lines) == 1 and posters["second"].lines == []  # each line once, by the oldest
+
+    # The first stops renewing (it died): once its heartbeat is a lease old, the second takes the chores over.
+    clock.now += 20
+    await store.renew_leases(second)
+    await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "blocklist"})
+    await processes[1].tick()
+    assert posters["second"].lines == []  # the first may still be alive: not yet
+    clock.now += 15
+    await store.renew_leases(second)
+    await processes[1].tick()
+    assert [text for _, text in posters["second"].lines] == [posters["second"].lines[0][1]]
+    assert "refused (`blocklist`)" in posters["second"].lines[0][1]
+    await processes[0].tick()  # the first, back from a long stall, finds it no longer leads
+    assert len(posters["first"].lines) == 1

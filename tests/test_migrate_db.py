@@ -17,6 +17,7 @@ from bot.__main__ import main
 from bot.database_url import redacted
 from bot.durations import DurationModel
 from bot.instance_lock import single_process
+from bot.leases import Lease
 from bot.migrate_db import MigrateRefused, migrate_database
 from bot.server_settings import ServerRules, ServerSettings
 from bot.server_store import ServerStore
@@ -80,6 +81,7 @@ async def fill(path: Path) -> dict[str, Any]:
             durations.record("video-1", seconds)
         await durations.save(store)
         await store.set_meta("paused", "1699999999.5")
+        await store.renew_leases(Lease("host:1:stopped", seconds=30))  # the SQLite process's last heartbeat
         counts = {table: await count(store, table) for table in TABLES}
         return {"counts": counts, "ledger": await store.ledger(), "jobs": [delivered.id, failed.id, unknown.id,
                                                                            pending.id]}
@@ -87,7 +89,7 @@ async def fill(path: Path) -> dict[str, Any]:
         await store.close()
 
 
-TABLES = ("jobs", "meta", "server_settings", "blocklist", "members", "events", "offers")
+TABLES = ("jobs", "meta", "server_settings", "blocklist", "members", "events", "offers", "processes")
 
 
 async def count(store: JobStore, table: str) -> int:
@@ -186,7 +188,7 @@ async def test_a_target_with_rows_is_refused_and_left_as_it_was(tmp_path: Path, 
         await migrate_database(source, postgres_url)
     store = await JobStore.open_url(postgres_url)
     try:
-        assert [await count(store, table) for table in TABLES] == [0, 1, 0, 0, 0, 0, 0]
+        assert [await count(store, table) for table in TABLES] == [0, 1, 0, 0, 0, 0, 0, 0]
     finally:
         await store.close()
     # And a database migrated once already is not migrated twice.

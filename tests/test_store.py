@@ -6,6 +6,7 @@ import pytest
 
 import bot.store
 from bot.database import SqliteDatabase
+from bot.leases import Lease
 from bot.store import (
     SCHEMA_VERSION,
     TRANSITIONS,
@@ -416,3 +417,37 @@ async def test_a_waiting_jobs_place_in_line_counts_the_waiting_jobs_before_it(st
     await store.transition(second, S.CANCELLED)
     assert [await store.queue_position(job) for job in (first, second, third)] == [None, None, 1]
     assert await store.queue_position(999) is None
+
+
+async def test_each_process_refreshes_only_the_receipts_of_the_jobs_it_holds(open_store: StoreOpener) -> None:
+    store = await open_store()
+    mine, theirs = Lease("mine", seconds=30), Lease("theirs", seconds=30)
+    now = store.now()
+    held = {}
+    for lease in (mine, theirs):
+        job = await store.add_submission(
+            NewJob(model="m", prompt="p", seed=None, user_id=1, guild_id=10, channel_id=100,
+                   interaction_token="t", interaction_expires_at=now + 900), lease=lease)
+        await store.transition(job.id, S.SUBMITTING)
+        await store.mark_accepted(job.id, f"vid_{lease.owner}", 250, next_poll_at=now)
+        await store.update(job.id, reply_message_id=1)
+        held[lease.owner] = job.id
+    async def due(owner: str | None) -> list[int]:
+        return [j.id for j in await store.receipts_to_refresh(now=now + 1, older_than=now + 1, limit=10, owner=owner)]
+
+    assert await due("mine") == [held["mine"]] and await due("theirs") == [held["theirs"]]
+    assert len(await due(None)) == 2  # one process alone: every receipt
+
+
+async def test_the_longest_running_live_process_leads_the_shared_chores(open_store: StoreOpener) -> None:
+    clock = Clock(1_000.0)
+    store = await open_store(clock=clock)
+    first, second = Lease("first", seconds=30), Lease("second", seconds=30)
+    assert await store.leads_chores(second)  # no live heartbeat at all: whoever asks leads
+    await store.renew_leases(first)
+    clock.now += 1
+    await store.renew_leases(second)
+    assert await store.leads_chores(first) and not await store.leads_chores(second)
+    clock.now += 31  # the first stopped renewing a lease ago
+    await store.renew_leases(second)
+    assert await store.leads_chores(second) and not await store.leads_chores(first)
