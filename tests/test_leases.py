@@ -283,7 +283,7 @@ async def test_a_renewal_while_another_process_writes_fails_at_once_and_changes_
     assert (await first.get(held.id)).lease_expires_at == clock.now - 5 + LEASE, "nothing renewed"
     assert (await first.renew_leases(a)).live_processes == 1, "no heartbeat was written for `b`"
     renewal = await second.renew_leases(b)  # the next round, once the other write ended
-    assert (renewal.held, renewal.live_processes) == ({held.id}, 2)
+    assert (renewal.held, renewal.live_processes) == (frozenset({held.id}), 2)
     assert (await first.get(held.id)).lease_expires_at == clock.now + LEASE
 
 
