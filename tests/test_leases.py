@@ -1,7 +1,10 @@
 """Several bot processes on one database: leases, claims, recovery once per request, the shared rate limit.
 
-One SQLite file serves one process in production (bot/instance_lock.py), so the processes here are two
-JobStore connections to one file opened directly, or two workers with different owner ids on one store.
+Each test runs on both backends (tests/conftest.py `open_store`): a "process" is a JobStore of its own, two
+connections to one SQLite file (which serves one process in production, bot/instance_lock.py) or two asyncpg
+pools on one PostgreSQL database (where several processes are the point), on one clock. The PostgreSQL-only
+tests at the end are about what SQLite's one process never meets: claims racing on two pools, a live
+process's leases at another's start-up, a write lock held by another process.
 """
 
 from __future__ import annotations
@@ -23,12 +26,12 @@ from bot.pacing import Pacer
 from bot.retry import RetryPolicy
 from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH
-from bot.store import IllegalTransition, Job, JobState, JobStore, LeaseLost, NewJob
+from bot.store import IllegalTransition, Job, JobState, JobStore, LeaseLost, NewJob, StoreUnavailable
 from bot.video_client import VideoServiceClient
 from bot.video_requests import VideoRequests
 from bot.worker import JobWorker, WorkerConfig
 from tests.cogs.helpers import bot_settings
-from tests.conftest import SIM_KEY, Clock, SimulatorFactory
+from tests.conftest import SIM_KEY, Clock, SimulatorFactory, StoreOpener
 from tests.worker_helpers import (
     PRICE_YEN,
     RecordingDeliverer,
@@ -56,14 +59,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-async def stores(tmp_path: Path, clock: Clock) -> AsyncIterator[tuple[JobStore, JobStore]]:
-    """Two processes' connections to one database file, on one hand-moved clock."""
-    path = tmp_path / "shared.sqlite3"
-    first = await JobStore.open(path, clock=clock)
-    second = await JobStore.open(path, clock=clock)
-    yield first, second
-    await first.close()
-    await second.close()
+async def stores(open_store: StoreOpener, clock: Clock) -> tuple[JobStore, JobStore]:
+    """Two processes' stores on one database (of each backend), on one hand-moved clock."""
+    return await open_store(clock=clock), await open_store(clock=clock)
 
 
 async def in_state(store: JobStore, state: JobState, holder: Lease, service_job_id: str = "") -> Job:
@@ -229,20 +227,87 @@ async def test_a_clean_stop_releases_every_lease_at_once_and_a_told_job_needs_no
     assert (await second.renew_leases(b)).live_processes == 1, "its heartbeat went with it"
 
 
-async def test_the_start_up_takeover_of_a_single_process_takes_every_lease_without_waiting(
-    stores: tuple[JobStore, JobStore],
+async def test_the_start_up_takeover_takes_every_lease_on_sqlite_and_only_a_dead_processs_on_postgresql(
+    stores: tuple[JobStore, JobStore], clock: Clock, open_store: StoreOpener
 ) -> None:
+    """SQLite has one process (bot/instance_lock.py): the last run's leases are all its own, taken at once. On
+    PostgreSQL another process may be alive and working: its jobs (even one it is sending) are left alone."""
     first, second = stores
-    previous, now = lease("previous"), lease("now")
+    previous, live, now = lease("previous"), lease("live"), lease("now")
     pending = await in_state(first, S.PENDING, previous)
     unsent = await in_state(first, S.RECEIVED, previous)
     failed = await in_state(first, S.FAILED, previous)
+    clock.now += 1
+    working = await in_state(second, S.PENDING, live)
+    sending = await in_state(second, S.SUBMITTING, live)  # its create may be on the wire right now
+    clock.now += LEASE - 1  # `previous` expired just now; `live` has a second left
+    restarted = await open_store(clock=clock)
 
-    moved = await second.recover_after_restart(now)
+    moved = await restarted.recover_after_restart(now)
 
-    assert [(job.id, job.state) for job in moved] == [(unsent.id, S.INTERRUPTED)]
-    for job_id in (pending.id, unsent.id, failed.id):
-        assert (await second.get(job_id)).lease_owner == now.owner
+    if restarted.dialect == "sqlite":
+        assert [(job.id, job.state) for job in moved] == [(unsent.id, S.INTERRUPTED), (sending.id, S.UNKNOWN)]
+        taken = [pending.id, unsent.id, failed.id, working.id, sending.id]
+    else:
+        assert [(job.id, job.state) for job in moved] == [(unsent.id, S.INTERRUPTED)]
+        taken = [pending.id, unsent.id, failed.id]
+        for job in (working, sending):
+            left = await restarted.get(job.id)
+            assert (left.state, left.lease_owner, left.lease_expires_at) == (
+                job.state, live.owner, job.lease_expires_at
+            ), "a live process's job is never taken"
+    for job_id in taken:
+        assert (await restarted.get(job_id)).lease_owner == now.owner
+
+
+async def test_a_renewal_while_another_process_writes_fails_at_once_and_changes_nothing(
+    stores: tuple[JobStore, JobStore], clock: Clock
+) -> None:
+    """The renewal's transaction does not wait (`transaction(wait=False)`): the round is skipped, the next
+    one comes long before the leases expire. A /video row never queues behind a heartbeat."""
+    first, second = stores
+    a, b = lease("a"), lease("b")
+    held = await in_state(second, S.PENDING, b)
+    clock.now += 5
+
+    async with first.transaction():  # another process in the middle of a write
+        with pytest.raises(StoreUnavailable) as busy:
+            await second.renew_leases(b)
+        with pytest.raises(StoreUnavailable):
+            async with second.database.transaction(wait=False):
+                pytest.fail("a no-wait transaction began while another process held the write lock")
+    if second.dialect == "postgresql":
+        # Failed at once, not after the lock timeout (which would be StoreUnavailable too, from asyncpg).
+        assert "busy with another process's write" in str(busy.value) and busy.value.__cause__ is None
+
+    assert (await first.get(held.id)).lease_expires_at == clock.now - 5 + LEASE, "nothing renewed"
+    assert (await first.renew_leases(a)).live_processes == 1, "no heartbeat was written for `b`"
+    renewal = await second.renew_leases(b)  # the next round, once the other write ended
+    assert (renewal.held, renewal.live_processes) == (frozenset({held.id}), 2)
+    assert (await first.get(held.id)).lease_expires_at == clock.now + LEASE
+
+
+async def test_a_worker_whose_renewal_meets_another_processs_write_skips_the_round_and_keeps_its_jobs(
+    stores: tuple[JobStore, JobStore], clock: Clock, tmp_path: Path
+) -> None:
+    first, second = stores
+    a = lease("a")
+    worker = JobWorker(first, MagicMock(spec=VideoServiceClient), RecordingDeliverer(),
+                       WorkerConfig(storage_dir=tmp_path), clock=clock, lease=a)
+    job = await in_state(first, S.PENDING, a)
+    worker.wake(job)
+    await worker.keep_leases()
+
+    async with second.transaction():
+        with pytest.raises(StoreUnavailable):  # the lease loop logs it and tries again next round
+            await worker.keep_leases()
+        assert job.id in worker._schedule, "a skipped renewal drops nothing"
+        assert await worker._holds(job.id), "still vouched for by the last renewal"
+        clock.now += LEASE - a.renew_every  # no renewal came through for two rounds
+        assert not await worker._holds(job.id), "a lease it cannot vouch for is left alone"
+
+    assert await worker._holds(job.id), "renewed once the other write ended"
+    assert (await second.get(job.id)).lease_expires_at == clock.now + LEASE
 
 
 # -- workers: sharing, dying, taking over ------------------------------------------------------------
@@ -288,19 +353,20 @@ async def accepted(store: JobStore, client: VideoServiceClient, holder: Lease, c
 
 
 async def test_two_workers_share_the_jobs_without_polling_or_posting_one_twice(
-    start_simulator: SimulatorFactory, http: aiohttp.ClientSession, tmp_path: Path, workers: list[JobWorker]
+    start_simulator: SimulatorFactory, http: aiohttp.ClientSession, tmp_path: Path, workers: list[JobWorker],
+    open_store: StoreOpener,
 ) -> None:
     sim = await start_simulator(job_seconds=0.3, max_budget=None)
     clock = ShiftedClock()
-    store = await JobStore.open(tmp_path / "shared.sqlite3", clock=clock)
+    store, store_b = await open_store(clock=clock), await open_store(clock=clock)
     try:
         a, b = lease("a"), lease("b")
         client_a, client_b = client_for(sim, http), client_for(sim, http)
         to_a, to_b = RecordingDeliverer(), RecordingDeliverer()
         jobs_a = [await accepted(store, client_a, a, clock) for _ in range(3)]
-        jobs_b = [await accepted(store, client_b, b, clock) for _ in range(3)]
+        jobs_b = [await accepted(store_b, client_b, b, clock) for _ in range(3)]
         first = make_worker(workers, store, client_a, to_a, a, tmp_path / "a", clock=clock)
-        second = make_worker(workers, store, client_b, to_b, b, tmp_path / "b", clock=clock)
+        second = make_worker(workers, store_b, client_b, to_b, b, tmp_path / "b", clock=clock)
         first.start()
         second.start()
 
@@ -316,15 +382,15 @@ async def test_two_workers_share_the_jobs_without_polling_or_posting_one_twice(
     finally:
         for worker in workers:
             await worker.stop()
-        await store.close()
 
 
 async def test_a_survivor_finishes_a_dead_workers_jobs_after_the_lease_expires_and_tells_each_once(
-    start_simulator: SimulatorFactory, http: aiohttp.ClientSession, tmp_path: Path, workers: list[JobWorker]
+    start_simulator: SimulatorFactory, http: aiohttp.ClientSession, tmp_path: Path, workers: list[JobWorker],
+    open_store: StoreOpener,
 ) -> None:
     sim = await start_simulator(job_seconds=0.6, max_budget=None)
     clock = ShiftedClock()
-    store = await JobStore.open(tmp_path / "shared.sqlite3", clock=clock)
+    store, survivor_store = await open_store(clock=clock), await open_store(clock=clock)  # the dead's, the survivor's
     try:
         dead, survivor = lease("dead"), lease("survivor")
         client_dead, client_survivor = client_for(sim, http), client_for(sim, http)
@@ -349,7 +415,7 @@ async def test_a_survivor_finishes_a_dead_workers_jobs_after_the_lease_expires_a
         await store.transition(elsewhere.id, S.DOWNLOADED, owner=dead.owner, file_path=str(other_disk))
         creates, downloads = sim.creates_received, sim.download_requests
 
-        survivor_worker = make_worker(workers, store, client_survivor, to_survivor, survivor,
+        survivor_worker = make_worker(workers, survivor_store, client_survivor, to_survivor, survivor,
                                       tmp_path / "survivor", clock=clock)
         survivor_worker.start()
         await asyncio.sleep(0.3)
@@ -380,7 +446,6 @@ async def test_a_survivor_finishes_a_dead_workers_jobs_after_the_lease_expires_a
     finally:
         for worker in workers:
             await worker.stop()
-        await store.close()
 
 
 async def _polled(client: TimedClient) -> bool:
@@ -392,11 +457,12 @@ async def _all_told(store: JobStore, job_ids: list[int]) -> bool:
 
 
 async def test_a_worker_that_lost_its_lease_drops_the_job_before_touching_it_again(
-    start_simulator: SimulatorFactory, http: aiohttp.ClientSession, tmp_path: Path, workers: list[JobWorker]
+    start_simulator: SimulatorFactory, http: aiohttp.ClientSession, tmp_path: Path, workers: list[JobWorker],
+    open_store: StoreOpener,
 ) -> None:
     sim = await start_simulator(job_seconds=0.4, max_budget=None)
     clock = ShiftedClock()
-    store = await JobStore.open(tmp_path / "shared.sqlite3", clock=clock)
+    store, store_b = await open_store(clock=clock), await open_store(clock=clock)
     try:
         a, b = lease("a"), lease("b")
         client_a, client_b = client_for(sim, http), client_for(sim, http)
@@ -408,7 +474,7 @@ async def test_a_worker_that_lost_its_lease_drops_the_job_before_touching_it_aga
 
         # `a` stalls past its lease (its renewals did not come): `b` takes the job.
         clock.offset += LEASE + 1
-        taker = make_worker(workers, store, client_b, to_b, b, tmp_path / "b", clock=clock, poll_interval=60.0)
+        taker = make_worker(workers, store_b, client_b, to_b, b, tmp_path / "b", clock=clock, poll_interval=60.0)
         taker.start()
         await wait_until(lambda: _held_by(store, job, b))
         await done_at_service(sim, job)
@@ -422,7 +488,6 @@ async def test_a_worker_that_lost_its_lease_drops_the_job_before_touching_it_aga
     finally:
         for worker in workers:
             await worker.stop()
-        await store.close()
 
 
 async def done_at_service(sim: VideoServiceSimulator, job: Job) -> None:
@@ -441,11 +506,11 @@ async def _held_by(store: JobStore, job: Job, holder: Lease) -> bool:
 @pytest.mark.parametrize("service_keeps_it", [True, False])
 async def test_a_downloaded_video_missing_from_this_disk_is_downloaded_again_never_created_again(
     start_simulator: SimulatorFactory, http: aiohttp.ClientSession, tmp_path: Path, workers: list[JobWorker],
-    service_keeps_it: bool,
+    service_keeps_it: bool, open_store: StoreOpener,
 ) -> None:
     sim = await start_simulator(job_seconds=0.2, max_budget=None)
     clock = ShiftedClock()
-    store = await JobStore.open(tmp_path / "shared.sqlite3", clock=clock)
+    store = await open_store(clock=clock)
     try:
         a = lease("a")
         client = client_for(sim, http)
@@ -474,7 +539,6 @@ async def test_a_downloaded_video_missing_from_this_disk_is_downloaded_again_nev
     finally:
         for worker in workers:
             await worker.stop()
-        await store.close()
 
 
 async def test_a_renewal_that_finds_a_job_taken_drops_it_from_the_schedule(
@@ -524,35 +588,32 @@ async def test_a_worker_that_lost_a_job_neither_posts_it_nor_tells_its_requester
 
 
 async def test_a_request_another_process_holds_is_never_sent_by_its_writer(
-    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path, open_store: StoreOpener
 ) -> None:
     settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
                             MAX_ACTIVE_JOBS_PER_USER="10")
     clock = Clock(time.time())
-    store = await JobStore.open(settings.database_path, clock=clock)
+    store, other = await open_store(clock=clock), await open_store(clock=clock)
     a, b = lease("a"), lease("b")
     client = build_client(settings, http_session, paced=False)
     requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN, lease=a,
                              clock=clock)
-    try:
-        request = NewJob(model=DEFAULT_MODEL.id, prompt="a kite", seed=None, user_id=1, guild_id=10, channel_id=100)
-        taken_over = await requests.record(request)
-        assert taken_over.lease_owner == a.owner
-        moved = await requests.record(request)
-        # `a` stalled past its lease while both waited for their turn: `b` took the first (and recovered it).
-        clock.now += LEASE + 1
-        await store.claim_jobs(b, limit=1)
-        with pytest.raises(LeaseLost):
-            await requests.send(taken_over)
-        # Were a lease ever moved without its recovery, the write-ahead would still refuse.
-        await store.update(moved.id, lease_owner=b.owner)
-        with pytest.raises(LeaseLost):
-            await requests.send(moved)
-        assert simulator.creates_received == 0 and simulator.spend == 0
-        assert (await store.get(taken_over.id)).state == S.INTERRUPTED
-        assert (await store.get(moved.id)).state == S.RECEIVED
-    finally:
-        await store.close()
+    request = NewJob(model=DEFAULT_MODEL.id, prompt="a kite", seed=None, user_id=1, guild_id=10, channel_id=100)
+    taken_over = await requests.record(request)
+    assert taken_over.lease_owner == a.owner
+    moved = await requests.record(request)
+    # `a` stalled past its lease while both waited for their turn: `b` took the first (and recovered it).
+    clock.now += LEASE + 1
+    await other.claim_jobs(b, limit=1)
+    with pytest.raises(LeaseLost):
+        await requests.send(taken_over)
+    # Were a lease ever moved without its recovery, the write-ahead would still refuse.
+    await other.update(moved.id, lease_owner=b.owner)
+    with pytest.raises(LeaseLost):
+        await requests.send(moved)
+    assert simulator.creates_received == 0 and simulator.spend == 0
+    assert (await store.get(taken_over.id)).state == S.INTERRUPTED
+    assert (await store.get(moved.id)).state == S.RECEIVED
 
 
 # -- the shared rate limit ----------------------------------------------------------------------------
@@ -588,3 +649,41 @@ def test_a_pacer_slows_from_the_slot_already_reserved_when_its_rate_drops() -> N
     assert pacer.share(1) == pytest.approx(10.0)
     with pytest.raises(ValueError):
         pacer.set_rate(0.0)
+
+
+# -- PostgreSQL: what several live processes on one database meet ------------------------------------
+
+
+@pytest.fixture
+async def pg_stores(postgres_store_url: str, clock: Clock) -> AsyncIterator[tuple[JobStore, JobStore]]:
+    """Two processes on one PostgreSQL database: two stores, each with its own pool."""
+    first = await JobStore.open_url(postgres_store_url, clock=clock)
+    second = await JobStore.open_url(postgres_store_url, clock=clock)
+    yield first, second
+    await first.close()
+    await second.close()
+
+
+async def test_claims_racing_on_two_pools_take_every_job_exactly_once(
+    pg_stores: tuple[JobStore, JobStore], clock: Clock
+) -> None:
+    """Many claims at once from two processes, each a transaction on its own connection: disjoint, and complete.
+
+    Either guard alone keeps the claims disjoint: the write transaction's advisory lock (one claim at a
+    time) and the claim's FOR UPDATE SKIP LOCKED (a row another claim locked is skipped, one it took
+    meanwhile is re-checked and no longer matches). Without both, two claims take one job.
+    """
+    first, second = pg_stores
+    dead = lease("dead")
+    jobs = [await in_state(first, S.PENDING, dead) for _ in range(40)]
+    clock.now += LEASE + 1
+    holders = [(first, lease("b")), (first, lease("c")), (second, lease("d")), (second, lease("e"))]
+
+    rounds = await asyncio.gather(*(store.claim_jobs(holder, limit=3) for store, holder in holders * 5))
+
+    claimed = [(job.id, job.lease_owner) for jobs_claimed, _ in rounds for job in jobs_claimed]
+    ids = [job_id for job_id, _ in claimed]
+    assert len(ids) == len(set(ids)), "no job claimed twice"
+    assert sorted(ids) == [job.id for job in jobs], "every claimable job claimed"
+    for job_id, owner in claimed:
+        assert (await second.get(job_id)).lease_owner == owner, "held by the process that was told it took it"
