@@ -579,15 +579,17 @@ class JobStore:
 
     # -- leases (bot/leases.py): which process works on which job --------------------------------
 
-    async def renew_leases(self, lease: Lease) -> Renewal:
+    async def renew_leases(self, lease: Lease, *, wait: bool = False) -> Renewal:
         """The process's heartbeat and the renewal of every lease it holds, in one transaction.
 
         One UPDATE renews them all; it returns the jobs still held, so the caller drops those another
         process took. Also counts the live processes (a heartbeat within one lease), itself included,
-        and forgets processes silent for ten leases.
+        and forgets processes silent for ten leases. By default a round is skipped (StoreUnavailable) when
+        another process's write holds the database: the next comes long before the expiry. `wait=True`
+        for the renewal a worker needs before it may touch a job again.
         """
         now = self._clock()
-        async with self._write(wait=False):  # skipped when busy: the next round comes long before the expiry
+        async with self._write(wait=wait):
             await self._db.execute(
                 """INSERT INTO processes (owner, started_at, heartbeat_at) VALUES (?, ?, ?)
                    ON CONFLICT (owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at""",

@@ -313,12 +313,23 @@ class JobWorker:
         assert self._lease is not None
         while True:
             await asyncio.sleep(self._lease.renew_every)
-            try:
-                await self.keep_leases()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("renewing or claiming leases failed; trying again in %.0f s", self._lease.renew_every)
+            await self.lease_round()
+
+    async def lease_round(self) -> None:
+        """One round of the lease loop; a failure is logged and the next round tries again."""
+        assert self._lease is not None
+        try:
+            await self._renew(force=True)
+        except StoreUnavailable as exc:
+            # Routine on a busy shared database: this renewal is skipped, the claims still run.
+            log.warning("could not renew the leases this round (%s); trying again in %.0f s",
+                        exc, self._lease.renew_every)
+        except Exception:
+            log.exception("renewing the leases failed; trying again in %.0f s", self._lease.renew_every)
+        try:
+            await self._claim()
+        except Exception:
+            log.exception("claiming the jobs of stopped processes failed; trying again next round")
 
     async def keep_leases(self) -> None:
         """One round: renew (the heartbeat, the pacing share, the jobs lost dropped), then claim and recover the
@@ -326,14 +337,14 @@ class JobWorker:
         await self._renew(force=True)
         await self._claim()
 
-    async def _renew(self, *, force: bool = False) -> None:
+    async def _renew(self, *, force: bool = False, wait: bool = False) -> None:
         assert self._lease is not None
         async with self._renewing:
             started = self._clock()
             if not force and started < self._held_until:
                 return  # renewed by another caller while this one waited
             before = set(self._held)
-            renewal = await self._store.renew_leases(self._lease)
+            renewal = await self._store.renew_leases(self._lease, wait=wait)
             # Jobs added while the renewal ran (accepted just now) stay; the ones gone were taken or told.
             self._held = (self._held - before) | renewal.held
             # Vouched for until one renewal before expiry: a process that stalls stops before another takes over.
@@ -390,7 +401,7 @@ class JobWorker:
             return True
         if self._clock() >= self._held_until:
             try:
-                await self._renew()
+                await self._renew(wait=True)  # a job waits on it: the usual wait, not the periodic round's skip
             except StoreUnavailable:
                 log.warning("could not renew the leases; leaving job #%d alone for now", job_id)
                 return False
