@@ -50,7 +50,9 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     S.FAILED: frozenset(),
     S.STALLED: frozenset(),
     S.REJECTED: frozenset(),
-    S.UNKNOWN: frozenset(),
+    # pending: the 202 came after all, late, after the request was given up as unknown (its process stalled
+    # past its lease and another took the request over): the charge is recorded and the video still comes.
+    S.UNKNOWN: frozenset({S.PENDING}),
     S.INTERRUPTED: frozenset(),
     S.CANCELLED: frozenset(),
 }
@@ -63,8 +65,9 @@ IN_FLIGHT_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLE
 WAITING_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING)
 #: Not yet sent to the service: may still be charged at full price any moment.
 UNSENT_OR_SENDING = (S.RECEIVED, S.SUBMITTING)
-#: Final states whose requester is owed a message (a delivered video is its own message).
-FINAL_STATES = frozenset(state for state, targets in TRANSITIONS.items() if not targets)
+#: Final states whose requester is owed a message (a delivered video is its own message). `unknown` is final
+#: for its requester (told, nothing more is sent for it), though a late 202 may still bring it back.
+FINAL_STATES = frozenset(state for state, targets in TRANSITIONS.items() if not targets) | {S.UNKNOWN}
 
 
 def sources_of(target: JobState) -> tuple[JobState, ...]:

@@ -486,20 +486,27 @@ class JobStore:
         return _job(rows[0])
 
     async def mark_accepted(
-        self, job_id: int, service_job_id: str, charged_yen: int, next_poll_at: float, *, owner: str | None = None
+        self, job_id: int, service_job_id: str, charged_yen: int, next_poll_at: float, *,
+        owner: str | None = None, lease: Lease | None = None,
     ) -> Job:
         """Record the 202: the service's job id and the charge, in one transaction.
 
         If another request already holds that job id, the first keeps the job: this one ends failed,
         charged, with both references in its reason, so one file is never posted for two requests.
+        Recording it again (a retry after a commit whose answer was lost) changes nothing. With `lease`, the
+        process that got the 202 holds the job from here: also a late 202 on a request that another process,
+        finding its lease expired, had ended `unknown`.
         """
         async with self._write():
             holder = await self._one("SELECT id FROM jobs WHERE service_job_id = ?", (service_job_id,))
             now = self._clock()
+            if holder is not None and int(holder[0]) == job_id:
+                return await self.get(job_id)  # recorded already: the first attempt's commit landed
             if holder is None:
+                held = {"lease_owner": lease.owner, "lease_expires_at": lease.expires(now)} if lease else {}
                 moved = await self._move(job_id, S.PENDING, {
                     "service_job_id": service_job_id, "charged_yen": charged_yen, "accepted_at": now,
-                    "next_poll_at": next_poll_at,
+                    "next_poll_at": next_poll_at, **held,
                 }, owner=owner)
             else:
                 moved = await self._move(job_id, S.FAILED, {

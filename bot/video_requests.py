@@ -259,7 +259,7 @@ class VideoRequests:
         log.info("request %s accepted as job %s (%d yen)", job.reference, remote.id, price, extra=job_fields(job))
         next_poll_at = self._clock() + self._settings.poll_interval_seconds
         try:
-            accepted = await self._store.mark_accepted(job.id, remote.id, price, next_poll_at)
+            accepted = await self._store.mark_accepted(job.id, remote.id, price, next_poll_at, lease=self._lease)
         except StoreUnavailable as exc:
             log.error("request %s: job %s was accepted and charged %d yen but could not be recorded (%s); "
                       "retrying the write", job.reference, remote.id, price, exc, extra=job_fields(job))
@@ -285,7 +285,7 @@ class VideoRequests:
         try:
             accepted = await retrying(
                 self._record_retry,
-                lambda: self._store.mark_accepted(job.id, service_job_id, price, next_poll_at),
+                lambda: self._store.mark_accepted(job.id, service_job_id, price, next_poll_at, lease=self._lease),
                 retry_on=(StoreUnavailable,),
                 what=f"recording job {service_job_id} of request {job.reference}",
             )

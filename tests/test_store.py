@@ -245,14 +245,15 @@ async def test_start_up_ends_what_the_last_run_left_half_done(open_store: StoreO
     assert (await store.get(unsent.id)).state == S.INTERRUPTED
     assert (await store.get(sending.id)).state == S.UNKNOWN
     assert (await store.get(done.id)).state == S.PENDING
-    # Both are owed a final message; neither can go back to being sent or accepted.
+    # Both are owed a final message; neither can go back to being sent. Only a 202 that comes late, after all,
+    # may still record the one that was on its way (see the late-202 test).
     owed = await store.untold(older_than=float("inf"), max_notice_attempts=5)
     assert sorted(job.id for job in owed) == [unsent.id, sending.id]
     for job_id in (unsent.id, sending.id):
         with pytest.raises(IllegalTransition):
             await store.transition(job_id, S.SUBMITTING)
-        with pytest.raises(IllegalTransition):
-            await store.transition(job_id, S.PENDING)
+    with pytest.raises(IllegalTransition):
+        await store.transition(unsent.id, S.PENDING)
     await store.close()
 
 
@@ -451,3 +452,31 @@ async def test_the_longest_running_live_process_leads_the_shared_chores(open_sto
     clock.now += 31  # the first stopped renewing a lease ago
     await store.renew_leases(second)
     assert await store.leads_chores(second) and not await store.leads_chores(first)
+
+
+async def test_recording_a_202_twice_changes_nothing(store: JobStore) -> None:
+    """A retry after a commit whose answer was lost (a dropped connection) finds it recorded: still pending."""
+    job = await store.add_submission(new_job())
+    await store.transition(job.id, S.SUBMITTING)
+    first = await store.mark_accepted(job.id, "vid_once", 250, next_poll_at=5.0)
+    again = await store.mark_accepted(job.id, "vid_once", 250, next_poll_at=9.0)
+    assert (again.state, again.charged_yen, again.next_poll_at) == (S.PENDING, 250, 5.0)
+    assert again == await store.get(job.id) and first.state == S.PENDING
+    assert (await store.ledger()) == (1, 250), "charged once"
+
+
+async def test_a_late_202_on_a_request_given_up_as_unknown_is_recorded_and_taken_back(store: JobStore) -> None:
+    """Its process stalled past its lease; another took the request over and ended it unknown (told). The 202
+    that then arrives is charged in the ledger, and the process that got it polls the job."""
+    stalled, survivor = Lease("stalled", seconds=30), Lease("survivor", seconds=30)
+    job = await store.add_submission(new_job(), lease=stalled)
+    await store.transition(job.id, S.SUBMITTING, owner=stalled.owner)
+    store_clock_now = store.now()
+    await store.transition(job.id, S.UNKNOWN, last_error="the bot stopped while the request was being sent",
+                           told_at=store_clock_now)
+    await store.update(job.id, lease_owner=survivor.owner)  # as a claim would leave it, before the telling
+
+    late = await store.mark_accepted(job.id, "vid_late", 250, next_poll_at=1.0, lease=stalled)
+    assert (late.state, late.charged_yen, late.service_job_id) == (S.PENDING, 250, "vid_late")
+    assert late.lease_owner == stalled.owner, "the process that got the 202 polls it"
+    assert await store.ledger() == (1, 250)
