@@ -13,8 +13,9 @@ import secrets
 import socket
 from dataclasses import dataclass
 
-#: How long a lease lasts without renewal unless LEASE_SECONDS says otherwise.
-DEFAULT_LEASE_SECONDS = 30.0
+#: How long a lease lasts without renewal unless LEASE_SECONDS says otherwise: well above the HTTP timeout
+#: (30 s), so a request in flight cannot outlive its process's lease while the process lives.
+DEFAULT_LEASE_SECONDS = 60.0
 #: Jobs one claim takes at most: a survivor adopts a dead process's jobs in bounded batches.
 CLAIM_BATCH = 100
 
@@ -41,7 +42,8 @@ class Lease:
 
     @property
     def renew_every(self) -> float:
-        """Renewals (and claims) come this often: a lease survives two missed renewals' worth of delay."""
+        """Renewals (and claims) come this often, at fixed times: after one skipped round the next waits for the
+        database, so a live process keeps its leases."""
         return self.seconds / 3
 
     def expires(self, now: float) -> float:

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from dotenv import load_dotenv
 
 from bot.database_url import is_postgres_url, password_of, redacted, sqlite_path_of
+from bot.leases import DEFAULT_LEASE_SECONDS
 from bot.shards import ShardPlan
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class Settings:
     offer_seconds: float = 60.0
     # How long a process's hold on a job lasts without renewal (bot/leases.py): a survivor takes a dead
     # process's jobs after this.
-    lease_seconds: float = 30.0
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
 
     @property
     def database_shown(self) -> str:
@@ -288,7 +289,7 @@ def read_settings(env: Mapping[str, str]) -> Settings:
         metrics_host=r.raw("METRICS_HOST") or "127.0.0.1",
         models_file=Path(models) if (models := r.raw("MODELS_FILE")) else None,
         offer_seconds=r.parsed("OFFER_SECONDS", 60.0, _positive_float, "a number of seconds above 0"),
-        lease_seconds=r.parsed("LEASE_SECONDS", 30.0, _positive_float, "a number of seconds above 0"),
+        lease_seconds=r.parsed("LEASE_SECONDS", DEFAULT_LEASE_SECONDS, _positive_float, "a number of seconds above 0"),
         shard_count=r.parsed("SHARD_COUNT", None, _positive_int, "a whole number of shards, 1 or more"),
         shard_ids=r.parsed("SHARD_IDS", None, _shard_list,
                            "a comma-separated list of shard ids (whole numbers from 0), such as 0,1"),

@@ -311,15 +311,21 @@ class JobWorker:
     async def _lease_loop(self) -> None:
         """Renew this process's leases and claim those of dead processes, every third of a lease."""
         assert self._lease is not None
+        loop = asyncio.get_running_loop()
+        next_round = loop.time()
         while True:
-            await asyncio.sleep(self._lease.renew_every)
+            # At fixed times, not a round's length after the last one ended: rounds do not drift toward expiry.
+            next_round += self._lease.renew_every
+            await asyncio.sleep(max(0.0, next_round - loop.time()))
             await self.lease_round()
 
     async def lease_round(self) -> None:
         """One round of the lease loop; a failure is logged and the next round tries again."""
         assert self._lease is not None
+        # After a skipped round this one waits its turn at the database: a third would come after the expiry.
+        overdue = self._clock() + self._lease.renew_every > self._held_until
         try:
-            await self._renew(force=True)
+            await self._renew(force=True, wait=overdue)
         except StoreUnavailable as exc:
             # Routine on a busy shared database: this renewal is skipped, the claims still run.
             log.warning("could not renew the leases this round (%s); trying again in %.0f s",

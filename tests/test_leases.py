@@ -27,7 +27,7 @@ from bot.pacing import Pacer
 from bot.retry import RetryPolicy
 from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH
-from bot.store import IllegalTransition, Job, JobState, JobStore, LeaseLost, NewJob, StoreUnavailable
+from bot.store import IllegalTransition, Job, JobState, JobStore, LeaseLost, NewJob, Renewal, StoreUnavailable
 from bot.video_client import VideoServiceClient
 from bot.video_requests import VideoRequests
 from bot.worker import JobWorker, WorkerConfig
@@ -286,6 +286,33 @@ async def test_a_renewal_while_another_process_writes_fails_at_once_and_changes_
     renewal = await second.renew_leases(b)  # the next round, once the other write ended
     assert (renewal.held, renewal.live_processes) == (frozenset({held.id}), 2)
     assert (await first.get(held.id)).lease_expires_at == clock.now + LEASE
+
+
+async def test_after_a_skipped_round_the_next_renewal_waits_for_the_database(
+    stores: tuple[JobStore, JobStore], clock: Clock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A third round would come after the expiry: the one after a skipped round waits its turn instead."""
+    first, _second = stores
+    a = lease("a")
+    worker = JobWorker(first, MagicMock(spec=VideoServiceClient), RecordingDeliverer(),
+                       WorkerConfig(storage_dir=tmp_path), clock=clock, lease=a)
+    await worker.lease_round()  # renewed
+    waits: list[bool] = []
+    renew = first.renew_leases
+
+    async def busy_unless_waiting(held: Lease, *, wait: bool = False) -> Renewal:
+        waits.append(wait)
+        if not wait:
+            raise StoreUnavailable("another process's write holds the database")
+        return await renew(held, wait=wait)
+
+    monkeypatch.setattr(first, "renew_leases", busy_unless_waiting)
+    clock.now += a.renew_every
+    await worker.lease_round()  # skipped: the last renewal still vouches for the leases
+    clock.now += a.renew_every
+    await worker.lease_round()  # overdue: waits
+    assert waits == [False, True]
+    assert worker._clock() < worker._held_until, "renewed in time"
 
 
 async def test_a_lease_round_whose_renewal_is_skipped_still_takes_over_a_dead_processs_jobs(
