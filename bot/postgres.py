@@ -19,16 +19,16 @@ from typing import Any
 
 import asyncpg
 
-from bot.database import DatabaseTooNew, Dialect, Migration, Row, StoreUnavailable
+from bot.database import BUSY_TIMEOUT_MS, DatabaseTooNew, Dialect, Migration, Row, StoreUnavailable
 from bot.database_url import password_of, redacted
 
 #: pg_advisory_xact_lock key of every write transaction ("vbot" in ASCII): one writer at a time.
 WRITE_LOCK_KEY = 0x76626F74
 #: pg_advisory_lock key held while migrating, so two processes starting at once apply each migration once.
 MIGRATE_LOCK_KEY = WRITE_LOCK_KEY + 1
-#: Like SQLite's busy_timeout: a write waiting this long for another process's lock fails as StoreUnavailable
-#: (the row is written before the interaction is acknowledged, inside Discord's 3 s).
-LOCK_TIMEOUT_MS = 1500
+#: Like SQLite's busy_timeout, the same wait: a write waiting this long for another process's lock fails as
+#: StoreUnavailable (the row is written before the interaction is acknowledged, inside Discord's 3 s).
+LOCK_TIMEOUT_MS = BUSY_TIMEOUT_MS
 #: What `transaction(wait=False)` waits for another process's write before giving up (StoreUnavailable).
 NO_WAIT_LOCK_TIMEOUT_MS = 200
 

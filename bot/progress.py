@@ -24,7 +24,7 @@ ReadyEstimate = Callable[[str, float], float]
 @dataclass(frozen=True)
 class RefreshLimits:
     every_seconds: float = 60.0  # one receipt is refreshed at most this often
-    edits_per_second: float = 2.0  # every receipt refresh of the bot together
+    edits_per_second: float = 2.0  # every receipt refresh of this process together (its own jobs only)
 
 
 class EditBudget:

@@ -74,11 +74,6 @@ class ServerStore:
             stored[row["key"]] = StoredSetting(value, row["updated_at"], row["updated_by"])
         return stored
 
-    async def change_settings(self, guild_id: int, by_user_id: int, changes: SettingWrites) -> None:
-        """Write `{key: (old shown value, new value, reset to default?)}` and one event per change, atomically."""
-        async with self._db.transaction():
-            await self._write_settings(guild_id, by_user_id, changes)
-
     async def edit_settings(
         self, guild_id: int, by_user_id: int, decide: Callable[[dict[str, StoredSetting]], tuple[SettingWrites, _T]]
     ) -> _T:

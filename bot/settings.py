@@ -15,7 +15,7 @@ from dotenv import load_dotenv
 
 from bot.database_url import is_postgres_url, password_of, redacted, sqlite_path_of
 from bot.leases import DEFAULT_LEASE_SECONDS
-from bot.shards import ShardPlan
+from bot.shards import ShardPlan, shard_problems
 
 log = logging.getLogger(__name__)
 
@@ -201,21 +201,6 @@ def _shard_list(text: str) -> tuple[int, ...]:
     return ids
 
 
-def _shard_problems(count: int | None, ids: tuple[int, ...] | None) -> list[str]:
-    """What is wrong with SHARD_IDS given SHARD_COUNT (each already a valid number or list)."""
-    if ids is None:
-        return []
-    if count is None:
-        return ["SHARD_IDS needs SHARD_COUNT: the ids are counted out of a fixed number of shards"]
-    problems = []
-    if beyond := sorted({i for i in ids if i >= count}):
-        problems.append(f"SHARD_IDS: shard ids run from 0 to {count - 1} with SHARD_COUNT={count}, not "
-                        + ", ".join(map(str, beyond)))
-    if twice := sorted({i for i in ids if ids.count(i) > 1}):
-        problems.append("SHARD_IDS lists a shard more than once: " + ", ".join(map(str, twice)))
-    return problems
-
-
 def _zone(text: str) -> str:
     try:
         ZoneInfo(text)
@@ -295,7 +280,7 @@ def read_settings(env: Mapping[str, str]) -> Settings:
                            "a comma-separated list of shard ids (whole numbers from 0), such as 0,1"),
     )
     if settings.shard_count is not None or r.raw("SHARD_COUNT") is None:  # a bad count is reported already
-        r.problems.extend(_shard_problems(settings.shard_count, settings.shard_ids))
+        r.problems.extend(shard_problems(settings.shard_count, settings.shard_ids))
     if r.problems:
         raise SettingsError(r.problems)
     return settings

@@ -18,6 +18,23 @@ def shard_of(guild_id: int, shard_count: int) -> int:
     return (guild_id >> 22) % shard_count
 
 
+def shard_problems(count: int | None, ids: tuple[int, ...] | None) -> list[str]:
+    """What is wrong with SHARD_IDS given SHARD_COUNT (the one check, for the settings and for ShardPlan)."""
+    if ids is None:
+        return []
+    if count is None:
+        return ["SHARD_IDS needs SHARD_COUNT: the ids are counted out of a fixed number of shards"]
+    problems = []
+    if not ids:
+        problems.append("SHARD_IDS names no shard")
+    if beyond := sorted({i for i in ids if not 0 <= i < count}):
+        problems.append(f"SHARD_IDS: shard ids run from 0 to {count - 1} with SHARD_COUNT={count}, not "
+                        + ", ".join(map(str, beyond)))
+    if twice := sorted({i for i in ids if ids.count(i) > 1}):
+        problems.append("SHARD_IDS lists a shard more than once: " + ", ".join(map(str, twice)))
+    return problems
+
+
 @dataclass(frozen=True)
 class ShardPlan:
     """`SHARD_COUNT` and `SHARD_IDS`: None and None is automatic sharding, every shard in this process."""
@@ -26,14 +43,10 @@ class ShardPlan:
     ids: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.ids is not None and self.count is None:
-            raise ValueError("shard ids need a shard count")
         if self.count is not None and self.count < 1:
             raise ValueError("the shard count must be 1 or more")
-        if self.ids is not None and self.count is not None and (
-            not self.ids or any(not 0 <= i < self.count for i in self.ids) or len(set(self.ids)) != len(self.ids)
-        ):
-            raise ValueError("shard ids must be distinct, from 0 to the shard count - 1")
+        if problems := shard_problems(self.count, self.ids):
+            raise ValueError("; ".join(problems))
 
     @property
     def runs_every_shard(self) -> bool:

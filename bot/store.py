@@ -26,7 +26,7 @@ from bot.database import (
 )
 from bot.database_url import is_postgres_url, redacted, sqlite_path_of
 from bot.errors import BotError
-from bot.leases import Lease
+from bot.leases import CLAIM_BATCH, Lease
 from bot.lifecycle import (
     FINAL_STATES,
     IN_FLIGHT_STATES,
@@ -270,7 +270,7 @@ _OFFER_COLUMNS = tuple(f.name for f in fields(Offer))
 
 
 _MIGRATIONS: Sequence[Migration] = load_migrations()
-#: The same migrations, by the same names and numbers, in PostgreSQL's dialect (tests/test_store.py compares them).
+#: The same migrations, by the same names and numbers, in PostgreSQL's dialect (tests/test_postgres.py compares them, and the schemas they make).
 _POSTGRES_MIGRATIONS: Sequence[Migration] = load_migrations(resources.files("bot.migrations.postgresql"))
 
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -574,9 +574,11 @@ class JobStore:
         """
         if lease is not None:
             take_all = self._db.dialect == "sqlite"
+            # Beside live processes, a bounded batch: the claims of the lease loop take the rest, without holding
+            # every process's writes behind one long transaction.
             async with self._write():
-                _, moved = await self._claim(lease, self._clock(), limit=None, take_all=take_all,
-                                             max_notice_attempts=max_notice_attempts)
+                _, moved = await self._claim(lease, self._clock(), limit=None if take_all else CLAIM_BATCH,
+                                             take_all=take_all, max_notice_attempts=max_notice_attempts)
             return moved
         moved = []
         for source, (target, reason) in _RECOVERY.items():
@@ -999,9 +1001,9 @@ _RECOVERY: dict[JobState, tuple[JobState, str]] = {
     S.SUBMITTING: (S.UNKNOWN, "the bot stopped while the request was being sent"),
 }
 
-#: The claim's row lock, by dialect. SQLite's BEGIN IMMEDIATE already makes the claim the only writer; on
-#: PostgreSQL, rows another transaction has locked are skipped, so two processes claiming at once take
-#: different rows rather than wait for each other.
+#: The claim's row lock, by dialect. SQLite's BEGIN IMMEDIATE already makes the claim the only writer. On
+#: PostgreSQL every write transaction holds the advisory write lock too, so today this never skips a row; it
+#: keeps claims disjoint on its own should writes ever stop being serialized (tests/test_leases.py checks both).
 _CLAIM_LOCK: dict[Dialect, str] = {"sqlite": "", "postgresql": "FOR UPDATE SKIP LOCKED"}
 
 

@@ -393,6 +393,7 @@ class JobWorker:
         self._wakeup.set()
 
     async def _tell_taken_over(self, jobs: list[Job]) -> None:
+        """`_tell_owed` as a background task (which returns nothing)."""
         await self._tell_owed(jobs)
 
     def _mark_held(self, job: Job) -> None:

@@ -716,9 +716,10 @@ async def test_claims_racing_on_two_pools_take_every_job_exactly_once(
 ) -> None:
     """Many claims at once from two processes, each a transaction on its own connection: disjoint, and complete.
 
-    Either guard alone keeps the claims disjoint: the write transaction's advisory lock (one claim at a
-    time) and the claim's FOR UPDATE SKIP LOCKED (a row another claim locked is skipped, one it took
-    meanwhile is re-checked and no longer matches). Without both, two claims take one job.
+    Two guards keep the claims disjoint, each enough alone (checked by removing one, then both): the write
+    transaction's advisory lock (one claim at a time) and the claim's FOR UPDATE SKIP LOCKED (a row another
+    claim locked is skipped, one it took meanwhile is re-checked and no longer matches). With neither, two
+    claims took one job.
     """
     first, second = pg_stores
     dead = lease("dead")

@@ -14,9 +14,10 @@ import pytest
 import bot.store
 from bot.__main__ import backup, check_postgres, one_process, pause
 from bot.app import open_store
-from bot.database_url import redacted
+from bot.database import SqliteDatabase
+from bot.database_url import password_of, redacted
 from bot.instance_lock import AlreadyRunning
-from bot.postgres import translate
+from bot.postgres import PostgresDatabase, translate
 from bot.settings import Settings, read_settings
 from bot.store import (
     SCHEMA_VERSION,
@@ -76,6 +77,13 @@ def test_both_dialects_have_the_same_migrations() -> None:
     postgresql = bot.store._POSTGRES_MIGRATIONS
     assert [(m.version, m.name) for m in postgresql] == [(m.version, m.name) for m in sqlite]
     assert len(sqlite) == SCHEMA_VERSION
+
+
+def test_a_password_in_the_query_is_redacted_and_known_as_a_secret() -> None:
+    url = "postgresql://bot@db.example:5432/videos?sslmode=require&password=s3cret"
+    assert redacted(url) == "postgresql://bot@db.example:5432/videos?sslmode=require&password=***"
+    assert password_of(url) == "s3cret"
+    assert "s3cret" not in redacted("postgresql://bot:p1@db/videos?password=s3cret")
 
 
 def test_a_password_is_redacted_from_an_address() -> None:
@@ -278,3 +286,42 @@ def test_the_harness_prefers_the_systems_binaries_then_the_wheels(
     monkeypatch.setenv(PG_BIN_VARIABLE, str(tmp_path))
     with pytest.raises(harness.PostgresUnavailable, match="no initdb and postgres"):
         harness.find_binaries()  # fails loudly: these tests are never skipped
+
+
+async def _sqlite_schema(db: SqliteDatabase) -> dict[str, object]:
+    tables = [row[0] for row in await db.fetch_all(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    indexes = {row[0] for row in await db.fetch_all(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_autoindex_%'")}
+    columns = {table: sorted(row[1] for row in await db.fetch_all(f"PRAGMA table_info({table})")) for table in tables}
+    return {"columns": columns, "indexes": indexes}
+
+
+async def _postgres_schema(db: PostgresDatabase) -> dict[str, object]:
+    rows = await db.fetch_all(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'"
+        " AND table_name <> 'schema_version'")
+    columns: dict[str, list[str]] = {}
+    for row in rows:
+        columns.setdefault(row[0], []).append(row[1])
+    # Indexes made by CREATE INDEX (not those of a primary key or a UNIQUE constraint, which SQLite names itself).
+    indexes = {row[0] for row in await db.fetch_all(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND indexname NOT IN"
+        " (SELECT conname FROM pg_constraint)")}
+    return {"columns": {table: sorted(names) for table, names in sorted(columns.items())}, "indexes": indexes}
+
+
+async def test_each_migration_makes_the_same_tables_columns_and_indexes_on_both(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Not only the same names: after every step, both schemas hold the same tables, columns and indexes."""
+    sqlite = await SqliteDatabase.open(tmp_path / "schema.sqlite3")
+    postgres = await PostgresDatabase.open(postgres_url)
+    try:
+        for version in range(1, SCHEMA_VERSION + 1):
+            await sqlite.migrate(load_migrations()[:version])
+            await postgres.migrate(bot.store._POSTGRES_MIGRATIONS[:version])
+            assert await _postgres_schema(postgres) == await _sqlite_schema(sqlite), f"after migration {version}"
+    finally:
+        await sqlite.close()
+        await postgres.close()

@@ -35,3 +35,7 @@ CREATE TABLE events (
 );
 CREATE INDEX events_unposted ON events (posted_at, id);
 CREATE INDEX events_by_guild_kind ON events (guild_id, kind, id);
+
+-- The price the request was made at, so an unanswered request counts against quotas at its own price.
+ALTER TABLE jobs ADD COLUMN price_yen INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobs_by_member_accepted ON jobs (guild_id, user_id, accepted_at);
