@@ -270,7 +270,8 @@ _OFFER_COLUMNS = tuple(f.name for f in fields(Offer))
 
 
 _MIGRATIONS: Sequence[Migration] = load_migrations()
-#: The same migrations, by the same names and numbers, in PostgreSQL's dialect (tests/test_postgres.py compares them, and the schemas they make).
+#: The same migrations, by the same names and numbers, in PostgreSQL's dialect (tests/test_postgres.py compares
+#: them, and the schemas they make step by step).
 _POSTGRES_MIGRATIONS: Sequence[Migration] = load_migrations(resources.files("bot.migrations.postgresql"))
 
 SCHEMA_VERSION = len(_MIGRATIONS)

@@ -97,6 +97,7 @@ class VideoBot(commands.AutoShardedBot):
         # On SQLite (this process alone) every lease at once; on PostgreSQL only free or expired ones.
         for job in await self.store.recover_after_restart(self.services.lease):
             log.warning("request %s was cut off by the last stop: %s, not resent", job.reference, job.state)
+        self.worker.start_leases()  # commands may run before every shard is ready and the worker starts
         # The buttons of every message ever posted resolve from the database, so they work after a restart.
         self.offers = Offers(self.store, lifetime=self.settings.offer_seconds)
         self.add_dynamic_items(*DYNAMIC_ITEMS)

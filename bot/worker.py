@@ -177,6 +177,7 @@ class JobWorker:
         self._paused_until = 0.0
         self._main: asyncio.Task[None] | None = None
         self._background = BackgroundTasks(log)
+        self._leases_running = False
         self._finishing: set[int] = set()
         self._polling: set[int] = set()
         self._told_paths: set[int] = set()  # jobs whose ignored service paths were logged already
@@ -193,8 +194,14 @@ class JobWorker:
         if self._main is None or self._main.done():
             self._main = asyncio.create_task(self._run(), name="job-worker")
             self._background.spawn(self._sweep_loop(), "final-messages")
-            if self._lease is not None:
-                self._background.spawn(self._lease_loop(), "leases")
+        self.start_leases()
+
+    def start_leases(self) -> None:
+        """Renew this process's leases from now on (before the worker starts: requests are written, and sent,
+        holding them as soon as commands run, which can be long before every shard is ready)."""
+        if self._lease is not None and not self._leases_running:
+            self._leases_running = True
+            self._background.spawn(self._lease_loop(), "leases")
 
     @property
     def running(self) -> bool:
@@ -206,6 +213,7 @@ class JobWorker:
             await asyncio.gather(self._main, return_exceptions=True)
         self._main = None
         await self._background.cancel_all()
+        self._leases_running = False
         try:
             await self._flush(self._clock(), force=True)
         except Exception:

@@ -735,3 +735,24 @@ async def test_claims_racing_on_two_pools_take_every_job_exactly_once(
     assert sorted(ids) == [job.id for job in jobs], "every claimable job claimed"
     for job_id, owner in claimed:
         assert (await second.get(job_id)).lease_owner == owner, "held by the process that was told it took it"
+
+
+async def test_leases_are_renewed_before_the_worker_starts(
+    stores: tuple[JobStore, JobStore], clock: Clock, tmp_path: Path
+) -> None:
+    """Commands run (and write requests holding the lease) before every shard is ready and the worker starts:
+    the renewals start at setup, once however often they are asked for."""
+    first, _second = stores
+    quick = Lease("early", seconds=0.3)
+    worker = JobWorker(first, MagicMock(spec=VideoServiceClient), RecordingDeliverer(),
+                       WorkerConfig(storage_dir=tmp_path), clock=clock, lease=quick)
+    worker.start_leases()
+    worker.start_leases()
+    try:
+        async with asyncio.timeout(5):
+            while not await first.fetch_all("SELECT owner FROM processes WHERE owner = ?", ("early",)):
+                await asyncio.sleep(0.05)
+        assert not worker.running, "the worker itself has not started"
+        assert len([t for t in asyncio.all_tasks() if t.get_name() == "leases"]) == 1
+    finally:
+        await worker.stop()
