@@ -485,8 +485,11 @@ class JobWorker:
     async def _sleep(self, seconds: float) -> None:
         if seconds <= 0:
             return
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that meets the event being
+        # set, and stop() then waited forever for a worker that went on running (seen once in CI).
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), timeout=seconds)
+            async with asyncio.timeout(seconds):
+                await self._wakeup.wait()
 
     # -- polling -------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
+from unittest.mock import MagicMock
 
 import aiohttp
 import pytest
@@ -712,3 +713,18 @@ async def test_the_sweep_leaves_requests_being_told_right_now_and_tells_the_rest
     assert await worker.tell_untold(grace=0.0) == 0, "told once"
     for job in (rejected, interrupted):
         assert (await store.get(job.id)).told_at is not None
+
+
+async def test_stopping_a_worker_woken_at_the_same_moment_still_stops_it(
+    store: JobStore, make_worker: WorkerFactory
+) -> None:
+    """A wake-up and the cancellation of stop() in the same turn of the loop: the cancellation must win (Python
+    3.11's wait_for let the wake-up swallow it, and the worker ran on while stop() waited forever)."""
+    for _ in range(3):
+        worker = make_worker(store, MagicMock(spec=TimedClient), RecordingDeliverer(), idle_wake=30.0)
+        worker.start()
+        await asyncio.sleep(0.3)  # long enough to be in its idle sleep (nothing to do: no jobs)
+        worker.wake()
+        async with asyncio.timeout(5):
+            await worker.stop()
+        assert not worker.running

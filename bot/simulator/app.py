@@ -669,7 +669,8 @@ class VideoServiceSimulator:
         """Sleep up to `seconds`; return True if the simulator started stopping meanwhile."""
         assert self._stopping is not None
         try:
-            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+            async with asyncio.timeout(seconds):  # not wait_for: Python 3.11's can swallow a cancellation
+                await self._stopping.wait()
         except TimeoutError:
             return False
         return True
