@@ -57,6 +57,8 @@ importlib.import_module("bot.video_bot")
 ALL_AT_ONCE_SPACING = 0.0001
 #: Submissions started in one turn of the loop at most, when they are behind their moments.
 SUBMITS_PER_TURN = 20
+#: Run seconds between two checks of the database for the last jobs of a run of several processes.
+SHARED_CHECK_S = 0.02
 #: Tries of the first heartbeat of a process beside others (10 ms apart).
 HEARTBEAT_ATTEMPTS = 500
 
@@ -128,13 +130,10 @@ def make_worker(settings: Settings, scale: TimeScale) -> WorkerConfig:
     return config
 
 
-async def submit(
-    requests: VideoRequests, index: int, at: float, accepted: dict[str, float], mine: set[int]
-) -> str | None:
+async def submit(requests: VideoRequests, index: int, at: float, accepted: dict[str, float]) -> str | None:
     """One /video through the bot's request path at `at` (monotonic); returns the error, or None once accepted.
 
-    `accepted` gets the service's job id -> the moment the request was made, for request-to-post; `mine`
-    the store's id of each job accepted.
+    `accepted` gets the service's job id -> the moment the request was made, for request-to-post.
     """
     await asyncio.sleep(max(0.0, at - time.monotonic()))
     requested = time.monotonic()
@@ -155,7 +154,6 @@ async def submit(
         return type(exc).__name__
     if job.service_job_id is not None:
         accepted[job.service_job_id] = requested
-    mine.add(job.id)
     return None
 
 
@@ -192,36 +190,39 @@ class StallMonitor:
                 await self._task
 
 
-async def _in_flight(store: JobStore, mine: set[int] | None) -> int:
-    """This process's jobs still in flight (with `mine` None: every job in the database)."""
-    jobs = await store.jobs_in_states(IN_FLIGHT_STATES)
-    return sum(mine is None or job.id in mine for job in jobs)
-
-
-async def _settle(store: JobStore, seconds: float, mine: set[int] | None) -> None:
+async def _settle(store: JobStore, seconds: float) -> None:
     """The sink has the last video: let the loop record the delivery before it stops."""
     deadline = time.monotonic() + seconds
-    while await _in_flight(store, mine):
+    while await store.jobs_in_states(IN_FLIGHT_STATES):
         if time.monotonic() > deadline:
             return
         await asyncio.sleep(0.01)
 
 
-async def _shared_done(sink: RecordingSink, store: JobStore, mine: set[int], interval: float, deadline: float) -> bool:
-    """Wait until this process's jobs are done, whichever process delivered them; True if it timed out.
+def _submitted_mark(rendezvous: Path, index: int) -> Path:
+    return rendezvous / f"submitted-{index}"
 
-    Its own sink counts the videos it posted; a job the other process took over (its lease expired) is
-    seen done in the database, checked once an interval. `deadline`: time.monotonic()'s, to give up at.
+
+async def _shared_done(
+    sink: RecordingSink, store: JobStore, rendezvous: Path, processes: int, interval: float, deadline: float
+) -> bool:
+    """Wait until every process has submitted its share and no job in the database is in flight, whichever
+    process posted it (one may take over another's job when its lease expires); True if it timed out.
+
+    A process keeps working until then, so a job released or lost by one is finished by another. Checked
+    once an interval until this process's sink has all it expects, then every SHARED_CHECK_S.
+    `deadline`: time.monotonic()'s, to give up at.
     """
-    while True:
-        try:
-            await asyncio.wait_for(sink.finished.wait(), timeout=interval)
+    while time.monotonic() < deadline:
+        if sink.finished.is_set():
+            await asyncio.sleep(SHARED_CHECK_S)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(sink.finished.wait(), timeout=interval)
+        submitted = all(_submitted_mark(rendezvous, index).exists() for index in range(processes))
+        if submitted and not await store.jobs_in_states(IN_FLIGHT_STATES):
             return False
-        except TimeoutError:
-            if not await _in_flight(store, mine):
-                return False
-            if time.monotonic() > deadline:
-                return True
+    return True
 
 
 def _db_bytes(path: Path) -> int:
@@ -292,22 +293,25 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     # Discord gateway delivers (its events arrive one message at a time).
     spacing = 1.0 / scale.rate(args.arrival_rate) if args.arrival_rate else ALL_AT_ONCE_SPACING
     requested: dict[str, float] = {}
-    mine: set[int] = set()
     submissions: list[asyncio.Task[str | None]] = []
     for turn, index in enumerate(range(args.process_index, args.jobs, args.processes)):
         late = time.monotonic() - (started + index * spacing)
         if late < 0 or turn % SUBMITS_PER_TURN == 0:
             await asyncio.sleep(max(0.0, -late))
         submissions.append(
-            asyncio.create_task(submit(services.requests, index, time.monotonic(), requested, mine))
+            asyncio.create_task(submit(services.requests, index, time.monotonic(), requested))
         )
     errors = await asyncio.gather(*submissions)
+    if shared:
+        _submitted_mark(args.rendezvous, args.process_index).touch()
     accepted = sum(error is None for error in errors)
     sink.expect(accepted)
     timed_out = False
     if shared:
         deadline = time.monotonic() + args.timeout
-        timed_out = await _shared_done(sink, services.store, mine, settings.poll_interval_seconds, deadline)
+        timed_out = await _shared_done(
+            sink, services.store, args.rendezvous, args.processes, settings.poll_interval_seconds, deadline
+        )
     else:
         try:
             await asyncio.wait_for(sink.finished.wait(), timeout=args.timeout)
@@ -317,17 +321,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     cpu_s = time.process_time() - cpu_start
     threads_cpu = {kind: seconds - threads_start.get(kind, 0.0) for kind, seconds in memory.cpu_by_thread().items()}
     await stalls.stop()
-    own = mine if shared else None
-    if not timed_out:
-        await _settle(services.store, settings.poll_interval_seconds, own)
+    if not timed_out and not shared:
+        await _settle(services.store, settings.poll_interval_seconds)
 
     await services.worker.stop()
     if loop_task is not None:
         loop_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await loop_task
-    every_job = await services.store.jobs_in_states(tuple(JobState))
-    states = Counter(job.state.value for job in every_job if own is None or job.id in own)
+    # Every job's, once per run: the first process reports them.
+    states = Counter(
+        job.state.value for job in await services.store.jobs_in_states(tuple(JobState)) if args.process_index == 0
+    )
     await services.close()
     run_peak = memory.peak_rss_kib()
     return {
@@ -362,6 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, required=True, help="jobs of the run, across its processes")
     parser.add_argument("--processes", type=int, default=1, help="bot processes sharing the run's jobs")
     parser.add_argument("--process-index", type=int, default=0, help="this one's place among them, from 0")
+    parser.add_argument("--rendezvous", type=Path, default=None,
+                        help="several processes: a folder they share, to tell each other their submissions are done")
     parser.add_argument("--database-url", default=None, help="DATABASE_URL (default: a SQLite file in --workdir)")
     parser.add_argument("--k", type=float, required=True, help="time compression factor")
     parser.add_argument("--pacer-rate", type=float, default=None, help="MAX_REQUESTS_PER_SECOND (production)")

@@ -125,6 +125,7 @@ def run_scenario(
         "--max-concurrency", str(scenario.max_concurrency),
         "--timeout", str(timeout),
         "--processes", str(scenario.processes),
+        "--rendezvous", str(workdir),
     ]  # fmt: skip
     if scenario.pacer_rate is not None:
         bot_cmd += ["--pacer-rate", str(scenario.pacer_rate)]
