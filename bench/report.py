@@ -6,6 +6,7 @@ import math
 import os
 import platform
 import sqlite3
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,57 @@ def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def combine(bots: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The measurements of a run's bot processes as one: counts and CPU summed, memory and stalls at their
+    worst, a job posted by two processes a duplicate. One process's are returned as they are."""
+    if len(bots) == 1:
+        (bot,) = bots
+        return {**bot, "cpu_s_per_process": [bot["cpu_s"]], "peak_rss_kib_per_process": [bot["peak_rss_kib"]]}
+    deliveries: dict[str, float] = {}
+    duplicates = sum(bot["duplicates"] for bot in bots)
+    for bot in bots:
+        for job_id, at in bot["deliveries"].items():
+            if job_id in deliveries:
+                duplicates += 1
+                at = min(at, deliveries[job_id])
+            deliveries[job_id] = at
+
+    def summed(key: str) -> dict[str, Any]:
+        total: Counter[str] = Counter()
+        for bot in bots:
+            total.update(bot.get(key, {}))
+        return dict(total)
+
+    run_peaks = [bot["run_peak_kib"] for bot in bots]
+    return {
+        "loop": bots[0]["loop"],
+        "jobs": sum(bot["jobs"] for bot in bots),
+        "accepted": sum(bot["accepted"] for bot in bots),
+        "submit_errors": summed("submit_errors"),
+        "deliveries": deliveries,
+        "requested": {job_id: at for bot in bots for job_id, at in bot.get("requested", {}).items()},
+        "worst_stall_ms": max(bot["worst_stall_ms"] for bot in bots),
+        "worst_busy_stall_ms": max(bot["worst_busy_stall_ms"] for bot in bots),
+        "duplicates": duplicates,
+        "announcements": summed("announcements"),
+        "states": summed("states"),
+        "timed_out": any(bot["timed_out"] for bot in bots),
+        "started_at": min(bot["started_at"] for bot in bots),
+        "finished_at": max(bot["finished_at"] for bot in bots),
+        "cpu_s": sum(bot["cpu_s"] for bot in bots),
+        "cpu_s_by_thread": {
+            kind: sum(bot.get("cpu_s_by_thread", {}).get(kind, 0.0) for bot in bots)
+            for kind in {kind for bot in bots for kind in bot.get("cpu_s_by_thread", {})}
+        },
+        "rss_start_kib": max(bot["rss_start_kib"] for bot in bots),
+        "peak_rss_kib": max(bot["peak_rss_kib"] for bot in bots),
+        "run_peak_kib": None if None in run_peaks else max(run_peaks),
+        "db_bytes": sum(bot["db_bytes"] for bot in bots),
+        "cpu_s_per_process": [bot["cpu_s"] for bot in bots],
+        "peak_rss_kib_per_process": [bot["peak_rss_kib"] for bot in bots],
+    }
+
+
 def summarise(scenario: Scenario, bot: Mapping[str, Any], sim: Mapping[str, Any], scale: TimeScale) -> dict[str, Any]:
     """One run's figures, durations in production-equivalent seconds."""
     interval = POLL_INTERVAL_S
@@ -99,6 +151,9 @@ def summarise(scenario: Scenario, bot: Mapping[str, Any], sim: Mapping[str, Any]
         recovered = percentile([scale.production(deliveries[j["id"]] - j["completed_at"]) for j in later], 0.99)
     status_per_job = status_requests / jobs
     floor_per_job = _mean(floors)
+    # PostgreSQL's server works in processes of its own; SQLite's work is in the bot's CPU already.
+    server_cpu_s: float | None = bot.get("db_server_cpu_s")
+    with_server_s = bot["cpu_s"] + (server_cpu_s or 0.0)
     return {
         "name": scenario.name,
         "group": scenario.group,
@@ -148,6 +203,16 @@ def summarise(scenario: Scenario, bot: Mapping[str, Any], sim: Mapping[str, Any]
         "cpu_s": _round(bot["cpu_s"]),
         "cpu_ms_per_poll": _round(1000 * bot["cpu_s"] / status_requests if status_requests else None),
         "cpu_ms_per_job": _round(1000 * bot["cpu_s"] / jobs),
+        "database": scenario.database,
+        "processes": scenario.processes,
+        # Summed over the bot's processes; per process below.
+        "cpu_s_per_process": [_round(seconds) for seconds in bot.get("cpu_s_per_process", [bot["cpu_s"]])],
+        "peak_rss_mib_per_process": [
+            _round(kib / 1024, 1) for kib in bot.get("peak_rss_kib_per_process", [bot["peak_rss_kib"]])
+        ],
+        "db_server_cpu_s": _round(server_cpu_s),
+        "db_server_cpu_ms_per_job": _round(1000 * server_cpu_s / jobs if server_cpu_s is not None else None),
+        "cpu_ms_per_job_with_db": _round(1000 * with_server_s / jobs),
         # Where it goes: the event loop's thread, aiosqlite's thread (SQL and commits), the executor (files).
         "cpu_ms_per_job_by_thread": {
             kind: _round(1000 * seconds / jobs) for kind, seconds in bot.get("cpu_s_by_thread", {}).items()
@@ -274,9 +339,13 @@ def _targets(
                                   f"<= {FLAT_CPU_RATIO:g} x", _le(ratio, FLAT_CPU_RATIO)))
     if limited:
         share = run["responses_429"] / max(1, run["requests_sent"])
-        targets += [
+        targets.append(
             Target("429 responses", f"{run['responses_429']} ({100 * share:.2f} % of {run['requests_sent']})",
-                   "= 0", run["responses_429"] == 0),
+                   "= 0", run["responses_429"] == 0)
+        )
+    # The PostgreSQL runs have a limit too, one only processes that do not share the key's rate would reach.
+    if limited and run["group"].endswith("-limited"):
+        targets += [
             cap("lag p99 under the limit", "lag_p99_s", LIMITED_LAG_P99_S, " s", 1),
             Target("request to post p99 (reported: creates are not delayed)",
                    f"{_fmt(run['request_to_post_p99_s'], 1)} s", "-", True),
@@ -363,6 +432,13 @@ def _method(runs: Sequence[Mapping[str, Any]], k: float) -> list[str]:
         "`JobStore` on a temporary SQLite file, `VideoServiceClient` and `VideoRequests`, built by "
         "`bot.app.open_services`, with a recording sink in place of Discord). CPU and memory are the bot's "
         "process alone; it loads discord.py and every bot module, so its memory starts where the bot's does.",
+        "- The PostgreSQL runs: one server for the suite (the tests' harness, `tests/postgres_server.py`, with "
+        "PostgreSQL's default durability: every commit flushed, as SQLite's `synchronous=FULL`), a fresh database "
+        "per run, the same jobs. With two bot processes each submits every other request (at the moment the "
+        "one-process run would) and works on the jobs it holds the leases of; both pace at their share of the "
+        "key's rate, counted from the heartbeats, under a platform limit of 1.25 times that rate which only "
+        "processes not sharing it would reach. The lease (30 s) is compressed like the poll interval. Their "
+        "DB bytes per job: the database's growth over an empty one.",
         "- All jobs are submitted at once through `VideoRequests.submit`, the path of `/video`: the request is "
         "recorded, the key's budget checked with one `/key/info` request (key info/job), the write-ahead "
         "written, the create sent, and the first poll set one interval after acceptance. Durations are uniform "
@@ -387,6 +463,39 @@ def _method(runs: Sequence[Mapping[str, Any]], k: float) -> list[str]:
     ]
 
 
+def _shared_database(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The PostgreSQL runs beside ours on SQLite at the same size; nothing without PostgreSQL runs."""
+    postgres = [run for run in runs if run.get("database") == "postgresql"]
+    if not postgres:
+        return []
+    jobs = postgres[0]["jobs"]
+    sqlite = [run for run in runs if run["loop"] == "ours" and run["group"] == str(jobs)]
+    lines = [
+        "",
+        "## PostgreSQL and two processes",
+        "",
+        f"Ours at {jobs:,} jobs on SQLite (in the bot's process) and on PostgreSQL (a server of its own), in one "
+        "bot process and in two sharing the jobs and the key's rate. CPU is summed over the bot's processes; "
+        "`server` is the PostgreSQL server's own (its backends included), `with server` both. RSS is each bot "
+        "process's peak.",
+        "",
+        "| run | database | bot processes | status/job | lag p50 | lag p99 | 429s | CPU ms/job | server CPU ms/job | "
+        "CPU ms/job with server | peak RSS MiB per process | DB bytes/job | delivered | posted twice |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for run in [*sqlite, *postgres]:
+        with_server = "cpu_ms_per_job_with_db" if "cpu_ms_per_job_with_db" in run else "cpu_ms_per_job"
+        rss = " / ".join(f"{mib:.1f}" for mib in run.get("peak_rss_mib_per_process") or [run["peak_rss_mib"]])
+        lines.append(
+            f"| {run['name']} | {run.get('database', 'sqlite')} | {run.get('processes', 1)} | "
+            f"{_cell(run, 'status_per_job')} | {_lag(run, 'p50')} | {_lag(run, 'p99')} | {run['responses_429']:,} | "
+            f"{_cell(run, 'cpu_ms_per_job', 2)} | {_cell(run, 'db_server_cpu_ms_per_job', 2)} | "
+            f"{_cell(run, with_server, 2)} | "
+            f"{rss} | {_cell(run, 'db_bytes_per_job')} | {run['delivered']:,} | {run['duplicate_deliveries']:,} |"
+        )
+    return lines
+
+
 def render_markdown(
     runs: Sequence[Mapping[str, Any]], host: Mapping[str, Any], k: float, wall_s: float,
     command: str = "python -m bench",
@@ -395,7 +504,9 @@ def render_markdown(
         "# Worker scaling benchmark",
         "",
         f"Machine: {host['cpu']}, {host['cores']} cores, Python {host['python']}, {host['os']}, "
-        f"aiohttp {host['aiohttp']}, SQLite {host['sqlite']}. Command: `{command}`, K = {k:g} (the "
+        f"aiohttp {host['aiohttp']}, SQLite {host['sqlite']}"
+        + (f", {host['postgresql']}" if host.get("postgresql") else "")
+        + f". Command: `{command}`, K = {k:g} (the "
         f"{HUGE_K:g} of the 10,000-job runs excepted), "
         f"{wall_s:.0f} s of wall time. All figures are production-equivalent.",
         "",
@@ -445,6 +556,7 @@ def render_markdown(
             continue
         cells = " | ".join("-" if ratios[m] is None else f"{ratios[m]:.2f}" for m in RATIO_METRICS)
         lines.append(f"| {run['group']} | {cells} |")
+    lines += _shared_database(runs)
     lines += ["", "## Targets", "", "| run | target | measured | limit | result |", "|---|---|---|---|---|"]
     for run in runs:
         for target in run.get("targets", []):

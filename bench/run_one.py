@@ -7,6 +7,12 @@ through `VideoRequests.submit` as `/video` does (the recorded request, the budge
 delivered to a recording sink, and writes what this process measured to --out as JSON: when each
 video arrived, CPU time, memory and database size. The simulator runs in another process, so all of
 it is the bot's own cost.
+
+Once its parts are open it prints `ready` and waits for a line on stdin before it starts the clock:
+the suite starts several of these processes on one PostgreSQL database (--database-url, --processes,
+--process-index) and lets them go together. Each then submits its share of the jobs, interleaved (job
+i belongs to process i mod P, at the moment it has in the one-process run), and works on the jobs it
+holds the leases of.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from bench import memory
 from bench.baseline import NaiveLoop
 from bench.sim_server import API_KEY
 from bench.sink import RecordingSink
-from bench.timescale import HTTP_TIMEOUT_S, POLL_INTERVAL_S, TimeScale, bot_burst
+from bench.timescale import HTTP_TIMEOUT_S, POLL_INTERVAL_S, TimeScale, bot_burst, setting_default
 from bot.app import build_client, open_services, worker_config
+from bot.database import StoreUnavailable
 from bot.errors import BotError, SubmissionFailed
 from bot.models import DEFAULT_MODEL
 from bot.pacing import Pacer
@@ -50,17 +57,31 @@ importlib.import_module("bot.video_bot")
 ALL_AT_ONCE_SPACING = 0.0001
 #: Submissions started in one turn of the loop at most, when they are behind their moments.
 SUBMITS_PER_TURN = 20
+#: Run seconds between two checks of the database for the last jobs of a run of several processes.
+SHARED_CHECK_S = 0.02
+#: Tries of the first heartbeat of a process beside others (10 ms apart).
+HEARTBEAT_ATTEMPTS = 500
 
 
 def bench_settings(
-    base_url: str, workdir: Path, scale: TimeScale, *, max_concurrency: int, max_requests_per_second: float | None
+    base_url: str,
+    workdir: Path,
+    scale: TimeScale,
+    *,
+    max_concurrency: int,
+    max_requests_per_second: float | None,
+    database_url: str | None = None,
 ) -> Settings:
     """The bot's settings for one run, read as the bot reads its environment.
 
-    Production figures, except the poll interval: `VideoRequests` schedules each job's first poll one
-    settings interval after acceptance, so that one is in run time. The rest is compressed where it is
-    used (see `make_client` and `make_worker`).
+    Production figures, except the poll interval and the lease: `VideoRequests` schedules each job's
+    first poll one settings interval after acceptance, and the worker renews its leases (and counts the
+    live processes it shares the key's rate with) every third of the settings' lease, so those two are in
+    run time. The rest is compressed where it is used (see `make_client` and `make_worker`).
+    `database_url`: PostgreSQL's (DATABASE_URL), else a SQLite file in `workdir`.
     """
+    lease_seconds = setting_default("lease_seconds")
+    assert isinstance(lease_seconds, float)
     env = {
         "DISCORD_TOKEN": "bench-has-no-discord",  # required by the settings; the sink stands in for Discord
         "VIDEO_API_BASE_URL": base_url,
@@ -70,7 +91,10 @@ def bench_settings(
         "POLL_INTERVAL_SECONDS": repr(scale.seconds(POLL_INTERVAL_S)),
         "HTTP_TIMEOUT_SECONDS": repr(HTTP_TIMEOUT_S),
         "MAX_CONCURRENT_POLLS": str(max_concurrency),
+        "LEASE_SECONDS": repr(scale.seconds(lease_seconds)),
     }
+    if database_url is not None:
+        env["DATABASE_URL"] = database_url
     if max_requests_per_second is not None:
         env["MAX_REQUESTS_PER_SECOND"] = repr(max_requests_per_second)
     return read_settings(env)
@@ -175,6 +199,32 @@ async def _settle(store: JobStore, seconds: float) -> None:
         await asyncio.sleep(0.01)
 
 
+def _submitted_mark(rendezvous: Path, index: int) -> Path:
+    return rendezvous / f"submitted-{index}"
+
+
+async def _shared_done(
+    sink: RecordingSink, store: JobStore, rendezvous: Path, processes: int, interval: float, deadline: float
+) -> bool:
+    """Wait until every process has submitted its share and no job in the database is in flight, whichever
+    process posted it (one may take over another's job when its lease expires); True if it timed out.
+
+    A process keeps working until then, so a job released or lost by one is finished by another. Checked
+    once an interval until this process's sink has all it expects, then every SHARED_CHECK_S.
+    `deadline`: time.monotonic()'s, to give up at.
+    """
+    while time.monotonic() < deadline:
+        if sink.finished.is_set():
+            await asyncio.sleep(SHARED_CHECK_S)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(sink.finished.wait(), timeout=interval)
+        submitted = all(_submitted_mark(rendezvous, index).exists() for index in range(processes))
+        if submitted and not await store.jobs_in_states(IN_FLIGHT_STATES):
+            return False
+    return True
+
+
 def _db_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
 
@@ -183,7 +233,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     scale = TimeScale(args.k)
     workdir: Path = args.workdir
     settings = bench_settings(
-        args.base_url, workdir, scale, max_concurrency=args.max_concurrency, max_requests_per_second=args.pacer_rate
+        args.base_url, workdir, scale, max_concurrency=args.max_concurrency, max_requests_per_second=args.pacer_rate,
+        database_url=args.database_url,
     )
     pacer = make_pacer(settings, scale, args.pacer_burst) if args.pacer_rate is not None else None
     sink = RecordingSink()
@@ -207,6 +258,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             interval=settings.poll_interval_seconds,
         )
 
+    shared = args.processes > 1
+    if shared:
+        # The heartbeat first: each process then counts the others from its first turn, and paces at its share
+        # of the key's rate from the first submission. The renewal does not wait for the other process's write:
+        # it is tried again, as the worker's next round would.
+        for attempt in range(HEARTBEAT_ATTEMPTS):
+            try:
+                await services.worker.keep_leases()
+                break
+            except StoreUnavailable:
+                if attempt == HEARTBEAT_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.01)
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)  # the suite's go, once every process of the run is ready
+
     rss_start = memory.rss_kib()
     startup_peak = memory.peak_rss_kib()
     peak_reset = memory.reset_peak()
@@ -227,24 +294,34 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     spacing = 1.0 / scale.rate(args.arrival_rate) if args.arrival_rate else ALL_AT_ONCE_SPACING
     requested: dict[str, float] = {}
     submissions: list[asyncio.Task[str | None]] = []
-    for index in range(args.jobs):
+    for turn, index in enumerate(range(args.process_index, args.jobs, args.processes)):
         late = time.monotonic() - (started + index * spacing)
-        if late < 0 or index % SUBMITS_PER_TURN == 0:
+        if late < 0 or turn % SUBMITS_PER_TURN == 0:
             await asyncio.sleep(max(0.0, -late))
-        submissions.append(asyncio.create_task(submit(services.requests, index, time.monotonic(), requested)))
+        submissions.append(
+            asyncio.create_task(submit(services.requests, index, time.monotonic(), requested))
+        )
     errors = await asyncio.gather(*submissions)
+    if shared:
+        _submitted_mark(args.rendezvous, args.process_index).touch()
     accepted = sum(error is None for error in errors)
     sink.expect(accepted)
     timed_out = False
-    try:
-        await asyncio.wait_for(sink.finished.wait(), timeout=args.timeout)
-    except TimeoutError:
-        timed_out = True
+    if shared:
+        deadline = time.monotonic() + args.timeout
+        timed_out = await _shared_done(
+            sink, services.store, args.rendezvous, args.processes, settings.poll_interval_seconds, deadline
+        )
+    else:
+        try:
+            await asyncio.wait_for(sink.finished.wait(), timeout=args.timeout)
+        except TimeoutError:
+            timed_out = True
     finished = time.monotonic()
     cpu_s = time.process_time() - cpu_start
     threads_cpu = {kind: seconds - threads_start.get(kind, 0.0) for kind, seconds in memory.cpu_by_thread().items()}
     await stalls.stop()
-    if not timed_out:
+    if not timed_out and not shared:
         await _settle(services.store, settings.poll_interval_seconds)
 
     await services.worker.stop()
@@ -252,12 +329,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         loop_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await loop_task
-    states = Counter(job.state.value for job in await services.store.jobs_in_states(tuple(JobState)))
+    # Every job's, once per run: the first process reports them.
+    states = Counter(
+        job.state.value for job in await services.store.jobs_in_states(tuple(JobState)) if args.process_index == 0
+    )
     await services.close()
     run_peak = memory.peak_rss_kib()
     return {
         "loop": args.loop,
-        "jobs": args.jobs,
+        "jobs": len(errors),
         "accepted": accepted,
         "submit_errors": dict(Counter(error for error in errors if error is not None)),
         "deliveries": sink.received,
@@ -275,7 +355,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "rss_start_kib": rss_start,
         "peak_rss_kib": max(startup_peak, run_peak) if peak_reset else run_peak,
         "run_peak_kib": run_peak if peak_reset else None,
-        "db_bytes": _db_bytes(settings.database_path),
+        # PostgreSQL's database is measured by the suite, on the server.
+        "db_bytes": _db_bytes(settings.database_path) if settings.database_url is None else 0,
     }
 
 
@@ -283,7 +364,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run_one", description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--loop", choices=("ours", "baseline"), required=True)
-    parser.add_argument("--jobs", type=int, required=True)
+    parser.add_argument("--jobs", type=int, required=True, help="jobs of the run, across its processes")
+    parser.add_argument("--processes", type=int, default=1, help="bot processes sharing the run's jobs")
+    parser.add_argument("--process-index", type=int, default=0, help="this one's place among them, from 0")
+    parser.add_argument("--rendezvous", type=Path, default=None,
+                        help="several processes: a folder they share, to tell each other their submissions are done")
+    parser.add_argument("--database-url", default=None, help="DATABASE_URL (default: a SQLite file in --workdir)")
     parser.add_argument("--k", type=float, required=True, help="time compression factor")
     parser.add_argument("--pacer-rate", type=float, default=None, help="MAX_REQUESTS_PER_SECOND (production)")
     parser.add_argument("--pacer-burst", type=int, default=None, help="pacer burst (default: as the bot sets it)")

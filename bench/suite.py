@@ -1,12 +1,16 @@
 """`python -m bench`: every scenario in fresh processes, then bench/results/latest.json and latest.md.
 
 Each run starts two processes: the simulator (bench.sim_server) and the bot's side (bench.run_one),
-so peak memory and CPU time are per run and the bot's alone.
+so peak memory and CPU time are per run and the bot's alone. The PostgreSQL runs share one server,
+started here with the tests' harness (tests/postgres_server.py), with a fresh database per run; a run
+of two processes starts two bots on it, and their figures are combined (bench.report.combine).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -20,9 +24,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.report import add_comparisons, add_targets, machine, render_markdown, summarise
+import asyncpg
+
+from bench import memory
+from bench.report import add_comparisons, add_targets, combine, machine, render_markdown, summarise
 from bench.scenarios import Scenario, standard
 from bench.timescale import TimeScale
+from tests.postgres_server import PostgresServer, start_server
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -44,6 +52,39 @@ def profiled(command: list[str], profile_dir: Path, name: str) -> list[str]:
     return [spy, "record", "--rate", "200", "--threads", "--format", "raw", "--output", str(output), "--", *command]
 
 
+async def _new_database(server: PostgresServer, name: str) -> int:
+    """Create the run's database; returns its size empty (PostgreSQL's template catalogue, several MB)."""
+    admin = await asyncpg.connect(server.url())
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        return int(await admin.fetchval("SELECT pg_database_size($1)", name))
+    finally:
+        await admin.close()
+
+
+async def _database_bytes(server: PostgresServer, name: str) -> int:
+    admin = await asyncpg.connect(server.url())
+    try:
+        return int(await admin.fetchval("SELECT pg_database_size($1)", name))
+    finally:
+        await admin.close()
+
+
+def _start_bots(commands: list[list[str]]) -> list[subprocess.Popen[str]]:
+    """Start the run's bot processes and wait until each has its parts open (its `ready` line)."""
+    bots: list[subprocess.Popen[str]] = []
+    for command in commands:
+        bots.append(subprocess.Popen(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+    for bot in bots:
+        assert bot.stdout is not None
+        while (line := bot.stdout.readline()) and line.strip() != "ready":
+            pass  # a profiler may print first
+        if not line:
+            raise RuntimeError(f"a bot process ended before it was ready: {' '.join(bot.args)}")  # type: ignore[arg-type]
+    return bots
+
+
 def run_scenario(
     scenario: Scenario,
     scale: TimeScale,
@@ -51,9 +92,10 @@ def run_scenario(
     seed: int,
     latency_ms: float = 0.0,
     profile_dir: Path | None = None,
+    postgres: PostgresServer | None = None,
 ) -> dict[str, Any]:
     workdir.mkdir(parents=True)
-    dump, out = workdir / "simulator.json", workdir / "bot.json"
+    dump = workdir / "simulator.json"
     sim_cmd = [
         sys.executable, "-m", "bench.sim_server",
         "--k", str(scale.k),
@@ -82,8 +124,8 @@ def run_scenario(
         "--k", str(scale.k),
         "--max-concurrency", str(scenario.max_concurrency),
         "--timeout", str(timeout),
-        "--workdir", str(workdir / "bot"),
-        "--out", str(out),
+        "--processes", str(scenario.processes),
+        "--rendezvous", str(workdir),
     ]  # fmt: skip
     if scenario.pacer_rate is not None:
         bot_cmd += ["--pacer-rate", str(scenario.pacer_rate)]
@@ -91,21 +133,60 @@ def run_scenario(
         bot_cmd += ["--pacer-burst", str(scenario.pacer_burst)]
     if scenario.arrival_rate is not None:
         bot_cmd += ["--arrival-rate", str(scenario.arrival_rate)]
+    database = f"bench_{scenario.name.replace('-', '_')}"
+    empty_bytes = 0
+    if scenario.database == "postgresql":
+        if postgres is None:
+            raise ValueError(f"{scenario.name} needs a PostgreSQL server")
+        empty_bytes = asyncio.run(_new_database(postgres, database))
+        bot_cmd += ["--database-url", postgres.url(database)]
+    single = scenario.processes == 1
+    outs = [workdir / ("bot.json" if single else f"bot{index}.json") for index in range(scenario.processes)]
 
     simulator = subprocess.Popen(sim_cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    bots: list[subprocess.Popen[str]] = []
+    server_cpu: float | None = None
     try:
         assert simulator.stdout is not None
         base_url = simulator.stdout.readline().strip()
         if not base_url.startswith("http"):
             raise RuntimeError(f"the simulator of {scenario.name} did not start")
-        bot_cmd += ["--base-url", base_url]
-        if profile_dir is not None:
-            bot_cmd = profiled(bot_cmd, profile_dir, scenario.name)
-        subprocess.run(bot_cmd, cwd=ROOT, check=True, timeout=timeout + 60)
+        commands = []
+        for index, out in enumerate(outs):
+            command = [*bot_cmd, "--base-url", base_url, "--process-index", str(index), "--out", str(out),
+                       "--workdir", str(workdir / ("bot" if single else f"bot{index}"))]  # fmt: skip
+            if profile_dir is not None:
+                command = profiled(command, profile_dir, scenario.name if single else f"{scenario.name}-{index}")
+            commands.append(command)
+        bots = _start_bots(commands)
+        # The server's CPU from the moment the bots start their clocks until they have ended (their sessions
+        # too: an ended backend's time is in the server's count of its reaped children).
+        on_server = postgres if scenario.database == "postgresql" else None
+        server_start = memory.process_tree_cpu(on_server.process.pid) if on_server is not None else None
+        for bot in bots:
+            assert bot.stdin is not None
+            bot.stdin.write("go\n")
+            bot.stdin.flush()
+        deadline = time.monotonic() + timeout + 60
+        for bot in bots:
+            code = bot.wait(timeout=max(1.0, deadline - time.monotonic()))
+            if code != 0:
+                raise subprocess.CalledProcessError(code, bot.args)
+        if on_server is not None and server_start is not None:
+            time.sleep(0.2)  # the server reaps the ended sessions
+            server_cpu = memory.process_tree_cpu(on_server.process.pid) - server_start
     finally:
+        for bot in bots:
+            if bot.poll() is None:
+                bot.kill()
+                bot.wait()
         simulator.send_signal(signal.SIGTERM)
         simulator.wait(timeout=30)
-    run = summarise(scenario, json.loads(out.read_text()), json.loads(dump.read_text()), scale)
+    measured = combine([json.loads(out.read_text()) for out in outs])
+    if scenario.database == "postgresql" and postgres is not None:
+        measured["db_bytes"] = asyncio.run(_database_bytes(postgres, database)) - empty_bytes
+        measured["db_server_cpu_s"] = server_cpu
+    run = summarise(scenario, measured, json.loads(dump.read_text()), scale)
     run["service_latency_ms"] = latency_ms
     return run
 
@@ -151,10 +232,19 @@ def main(argv: Sequence[str] | None = None) -> int:
           flush=True)
     started = time.monotonic()
     runs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+    host = machine()
+    postgres: PostgresServer | None = None
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp, contextlib.ExitStack() as cleanup:
+        if any(scenario.database == "postgresql" for scenario in scenarios):
+            # One server for every run that needs one, durable as SQLite is at synchronous=FULL.
+            postgres = start_server(durable=True)
+            cleanup.callback(postgres.stop)
+            host["postgresql"] = postgres.version
         for scenario in scenarios:
             own = TimeScale(scenario.k) if scenario.k is not None else scale
-            run = run_scenario(scenario, own, Path(tmp) / scenario.name, args.seed, args.latency_ms, args.profile)
+            run = run_scenario(
+                scenario, own, Path(tmp) / scenario.name, args.seed, args.latency_ms, args.profile, postgres
+            )
             runs.append(run)
             print(
                 f"{run['name']:>22}: {run['delivered']}/{run['jobs']} delivered, status/job {run['status_per_job']} "
@@ -168,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_targets(runs, large=args.large)
     wall = time.monotonic() - started
     command = " ".join(["python -m bench", *(sys.argv[1:] if argv is None else argv)])
-    markdown = render_markdown(runs, machine(), scale.k, wall, command=command)
+    markdown = render_markdown(runs, host, scale.k, wall, command=command)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "latest.json").write_text(json.dumps(runs, indent=2) + "\n")
     (args.results / "latest.md").write_text(markdown)

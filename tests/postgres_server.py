@@ -1,4 +1,5 @@
-"""A real PostgreSQL server for the test session: started here, in a temporary directory, on loopback.
+"""A real PostgreSQL server for the test session (and the benchmark's, bench/suite.py): started here, in a
+temporary directory, on loopback.
 
 The binaries are the system's (`initdb` and `postgres` on PATH, or under /usr/lib/postgresql/*/bin) when
 present, else those of the `pgserver` wheel (a dev dependency). `VIDEO_BOT_PG_BIN=pgserver` takes the
@@ -119,8 +120,12 @@ class PostgresServer:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def start_server(bin_dir: Path | None = None) -> PostgresServer:
-    """initdb a cluster in a new temporary directory and start postgres on a free loopback port."""
+def start_server(bin_dir: Path | None = None, *, durable: bool = False) -> PostgresServer:
+    """initdb a cluster in a new temporary directory and start postgres on a free loopback port.
+
+    `durable`: PostgreSQL's own defaults (every commit flushed to disk), as the benchmark compares it with
+    SQLite at `synchronous=FULL`; the tests' server trades that for speed.
+    """
     bin_dir = bin_dir or find_binaries()
     # Under /tmp, readable by all: the server's account must reach its data directory.
     directory = Path(tempfile.mkdtemp(prefix="video-bot-pg-", dir="/tmp"))
@@ -145,14 +150,14 @@ def start_server(bin_dir: Path | None = None) -> PostgresServer:
         shutil.rmtree(directory, ignore_errors=True)
         raise PostgresUnavailable(f"initdb in {bin_dir} failed: {exc.stderr.decode(errors='replace')}") from exc
     port = _free_port()
+    # Speed over durability: the tests' data lives only as long as their session.
+    fast = [] if durable else ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
     with log_path.open("wb") as log:
         if uid is not None and gid is not None:
             os.chown(log_path, uid, gid)
         process = subprocess.Popen(
             [str(bin_dir / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(port), "-k", str(directory),
-             # Speed over durability: the data lives only as long as the test session.
-             "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-             "-c", "max_connections=200"],
+             *fast, "-c", "max_connections=200"],
             stdout=log, stderr=subprocess.STDOUT, cwd=directory, user=uid, group=gid, extra_groups=extra_groups,
         )
     version = subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True, text=True).stdout.strip()
