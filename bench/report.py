@@ -437,7 +437,8 @@ def _method(runs: Sequence[Mapping[str, Any]], k: float) -> list[str]:
         "per run, the same jobs. With two bot processes each submits every other request (at the moment the "
         "one-process run would) and works on the jobs it holds the leases of; both pace at their share of the "
         "key's rate, counted from the heartbeats, under a platform limit of 1.25 times that rate which only "
-        "processes not sharing it would reach. The lease (LEASE_SECONDS's default) is compressed like the poll interval. Their "
+        "processes not sharing it would reach. The lease (LEASE_SECONDS's default) is compressed like the poll "
+        "interval. Their "
         "DB bytes per job: the database's growth over an empty one.",
         "- All jobs are submitted at once through `VideoRequests.submit`, the path of `/video`: the request is "
         "recorded, the key's budget checked with one `/key/info` request (key info/job), the write-ahead "
