@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from bot.durations import DurationModel
 from bot.store import Job
 
-#: The likely completion window of a model: between these quantiles of its recent durations.
-WINDOW_QUANTILES = (0.0, 0.99)
+#: The likely completion window of a model opens at this quantile of its recent durations (or at the
+#: first poll, if sooner), one interval early; it has no far end for ordering (see `worth_from`).
+WINDOW_QUANTILE_LOW = 0.0
 #: After a poll that found the job running, skip ahead to where this share of the remaining jobs
 #: (by the recent durations) would be done, if that is further than one interval.
 SKIP_TO_SHARE = 0.03
@@ -108,13 +109,18 @@ class PollSchedule:
         """The poll of `plan` leaves now."""
         plan.sent_age = now - plan.accepted_at
 
-    def in_window(self, plan: Plan, now: float) -> bool:
-        """Inside its model's likely completion window (where a poll is most likely to find it done)."""
+    def worth_from(self, plan: Plan, due: float) -> float:
+        """The moment a poll of `plan` due at `due` becomes worth its request: the ready order of the worker.
+
+        That is its due time, or the opening of its model's likely completion window if that comes later,
+        so a job in its window goes before one that is not there yet. A job past the window's far end keeps
+        its due time: it is overdue, as likely done as any, and a window learned early in a batch (from its
+        quickest jobs only: measured, a 99th percentile of 59 s for 60-180 s jobs) ends far too soon. Ranking
+        it last starved it behind every newer poll under a binding limit (lag 200 s).
+        """
         model = plan.job.model
-        low = min(self.durations.first_poll_after(model), self.durations.quantile(model, WINDOW_QUANTILES[0]))
-        high = self.durations.quantile(model, WINDOW_QUANTILES[1]) + self.interval
-        age = now - plan.accepted_at
-        return low - self.interval <= age <= high
+        opens = min(self.durations.first_poll_after(model), self.durations.quantile(model, WINDOW_QUANTILE_LOW))
+        return max(due, plan.accepted_at + opens - self.interval)
 
     # -- answers --------------------------------------------------------------------------------
 

@@ -3,11 +3,12 @@
 The poll schedule (bot/schedule.py) is a heap in memory, planned from the learned job durations
 (bot/durations.py): a new job is first polled near the low end of its model's durations, then every
 interval. The worker sleeps until the earliest poll (or until a job is accepted) and sends the due
-polls with bounded concurrency, only when the pacer has a free turn, in priority order: polls inside
-a job's likely completion window before the rest (downloads wait in the pacer itself, so they go
-first). The next poll of a job counts from the last one's answer, so it never comes closer than the
-interval. Planned times reach the database in batches, for a restart. Completed jobs are downloaded
-and delivered in tasks of their own, so a slow upload never holds up polling.
+polls with bounded concurrency, only when the pacer has a free turn, in priority order: polls of
+jobs in (or past) their likely completion window before the rest, the longest waiting first
+(downloads wait in the pacer itself, so they go first). The next poll of a job counts from the last
+one's answer, so it never comes closer than the interval. Planned times reach the database in
+batches, for a restart. Completed jobs are downloaded and delivered in tasks of their own, so a slow
+upload never holds up polling.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ class JobWorker:
         self.durations = durations if durations is not None else DurationModel.for_interval(config.poll_interval)
         self._schedule = PollSchedule(self.durations, config.poll_interval)
         self._pacer = pacer
-        self._ready: list[tuple[int, float, int, Plan]] = []  # due polls waiting for a slot or the pacer
+        self._ready: list[tuple[float, int, Plan]] = []  # due polls waiting for a slot or the pacer
         self._in_flight = 0
         self._rescan = True
         self._flushed_at = -math.inf
@@ -443,9 +444,9 @@ class JobWorker:
             await self._sleep(self._paused_until - now)
             return
         for due, plan in self._schedule.pop_due(now):
-            # Inside the likely completion window first, then the rest; oldest due first within each.
-            rank = 0 if self._schedule.in_window(plan, now) else 1
-            heapq.heappush(self._ready, (rank, due, plan.job.id, plan))
+            # Earliest first by the moment each poll became worth sending (its due time, or its likely window's
+            # opening if later): jobs in or past their window before the rest, and none waits for ever.
+            heapq.heappush(self._ready, (self._schedule.worth_from(plan, due), plan.job.id, plan))
         # Dispatch only when a slot is free and the pacer would let a request leave now: what waits
         # stays here in priority order, and downloads (which wait in the pacer itself) go first.
         while self._ready and self._in_flight < self._config.max_concurrency:
@@ -453,7 +454,7 @@ class JobWorker:
             if wait > 0:
                 await self._sleep(wait)
                 return
-            _, _, job_id, plan = heapq.heappop(self._ready)
+            _, job_id, plan = heapq.heappop(self._ready)
             self._schedule.sending(plan, self._clock())
             self._in_flight += 1
             self._background.spawn(self._poll_in_slot(plan), f"poll-{job_id}")

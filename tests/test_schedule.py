@@ -118,15 +118,26 @@ def test_no_polls_where_no_job_finishes() -> None:
     assert p99([lags[n] for n in range(300, 600)]) <= 1.03 * INTERVAL
 
 
-def test_inside_the_likely_window_comes_first() -> None:
+def test_a_poll_is_worth_sending_from_its_due_time_or_its_window_opening() -> None:
     durations = DurationModel((60.0, 180.0))
     schedule = PollSchedule(durations, INTERVAL)
+    # Before its window (opening at 60 s, one interval early): ranked from the opening, after due ones.
     early = Plan(job(1, 1000.0), 1000.0, 0.0)
-    inside = Plan(job(2, 1000.0 - 100), 900.0, 0.0)
-    beyond = Plan(job(3, 1000.0 - 400), 600.0, 0.0)
-    assert schedule.in_window(inside, 1000.0)
-    assert not schedule.in_window(beyond, 1000.0)
-    assert not schedule.in_window(early, 1000.0)
+    assert schedule.worth_from(early, 1010.0) == 1000.0 + 60.0 - INTERVAL
+    inside = Plan(job(2, 900.0), 900.0, 0.0)
+    assert schedule.worth_from(inside, 995.0) == 995.0
+
+
+def test_an_overdue_job_keeps_its_place_however_short_the_learned_window() -> None:
+    """Early in a batch only the quickest jobs have finished: a job older than all of them is overdue,
+    not to be ranked behind every newer poll (it starved for 200 s under a binding limit)."""
+    durations = DurationModel((60.0, 180.0))
+    for n in range(13):
+        durations.record(MODEL, 55.0 + n * 0.3)  # a 99th percentile of 59 s
+    schedule = PollSchedule(durations, INTERVAL)
+    overdue = Plan(job(1, 1000.0 - 81), 1000.0 - 81, 0.0)
+    inside = Plan(job(2, 1000.0 - 50), 1000.0 - 50, 0.0)
+    assert schedule.worth_from(overdue, 998.0) < schedule.worth_from(inside, 999.0)
 
 
 def test_the_first_poll_offset_is_kept_with_the_durations() -> None:

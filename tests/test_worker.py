@@ -22,6 +22,7 @@ from bot.store import Job, JobState, JobStore
 from bot.worker import Deliverer, JobWorker, Undeliverable, WorkerConfig
 from tests.conftest import SIM_KEY, SimulatorFactory
 from tests.worker_helpers import (
+    MODEL,
     PRICE_YEN,
     RecordingDeliverer,
     ShiftedClock,
@@ -210,6 +211,33 @@ async def test_poll_spacing_never_below_interval_when_polls_queue(
     assert all(len(times) >= 4 for times in starts.values()), {k: len(v) for k, v in starts.items()}
     closest = min(min(spacings(times)) for times in starts.values())
     assert closest >= INTERVAL - TOLERANCE, f"two polls of one job {closest * 1000:.1f} ms apart"
+
+
+async def test_an_overdue_job_is_not_polled_after_newer_ones(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    """One slot, every poll due at once: the job past its model's learned window (overdue, so likely done)
+    goes by its due time like the others, not behind every job still inside the window."""
+    sim = await make_simulator(job_seconds=30.0)
+    client = client_for(sim, http)
+    jobs = [await submit(store, client, new_job(prompt=f"scene {n}")) for n in range(4)]
+    now = time.time()
+    overdue, *inside = jobs
+    await store.update(overdue.id, accepted_at=now - 60.0, next_poll_at=now - 2.0)
+    for job in inside:
+        await store.update(job.id, accepted_at=now - 1.0, next_poll_at=now - 1.0)
+    worker = make_worker(store, client, RecordingDeliverer(), max_concurrency=1)
+    for n in range(20):
+        worker.durations.record(MODEL, 0.2 + n * 0.25)  # all done within 5 s
+
+    worker.start()
+
+    async def all_polled() -> bool:
+        return len(client.starts_by_job()) == len(jobs)
+
+    await wait_until(all_polled)
+    first = [call.service_job_id for call in client.status_calls]
+    assert first[0] == overdue.service_job_id, first
 
 
 async def test_a_slow_answer_is_never_overtaken_by_a_second_poll(
