@@ -441,7 +441,8 @@ def _method(runs: Sequence[Mapping[str, Any]], k: float) -> list[str]:
         "interval. Their "
         "DB bytes per job: the database's growth over an empty one.",
         "- All jobs are submitted at once through `VideoRequests.submit`, the path of `/video`: the request is "
-        "recorded, the key's budget checked with one `/key/info` request (key info/job), the write-ahead "
+        "recorded, the key's budget checked (one `/key/info` read shared by the requests that check while it is on "
+        "its way: key info/job), the write-ahead "
         "written, the create sent, and the first poll set one interval after acceptance. Durations are uniform "
         f"in 60 to 180 s, the same in every run (seed 0); the service network is {network}.",
         "- The platform limit counts every request over a sliding window of one production second (1/K s of "

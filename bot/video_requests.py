@@ -33,7 +33,7 @@ from bot.settings import Settings
 from bot.store import AdmissionRefused, IllegalTransition, Job, JobState, JobStore, NewJob, StoreUnavailable
 from bot.tasks import BackgroundTasks
 from bot.validation import check_seed, clean_prompt
-from bot.video_client import VideoServiceClient
+from bot.video_client import KeyInfo, VideoServiceClient
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,7 @@ class VideoRequests:
         # The learned durations of each model (bot/durations.py, shared with the poll schedule).
         self._estimate_ready = estimate_ready
         self._background = BackgroundTasks(log)
+        self._key_read: asyncio.Future[KeyInfo] | None = None  # the /key/info read on its way
 
     def validate(self, prompt: str, seed: int | None, model_id: str) -> tuple[str, int | None]:
         """Raises InvalidRequest (or ModelUnavailable) for input that cannot succeed; cheap enough to run
@@ -169,7 +170,7 @@ class VideoRequests:
         """
         price = self.catalogue.price_of(job.model)
         try:
-            info = await self._client.key_info()
+            info = await self._key_info()
         except Exception as exc:
             # Nothing was sent: the request ends here, and the requester is told nothing was spent.
             await self._end_unsent(job, last_error=_reason(exc))
@@ -189,6 +190,18 @@ class VideoRequests:
             # No write-ahead, no create: nothing was sent and nothing spent.
             raise self._failed(job, "not_recorded", str(exc)) from exc
         return await self._create_once(job)
+
+    async def _key_info(self) -> KeyInfo:
+        """The key's budget, read once for every request that checks it while a read is on its way.
+
+        A burst of requests costs one read of the rate-limited service instead of one each, leaving the limit to
+        creates and polls. The check is a courtesy before spending: the service refuses a create its budget
+        cannot pay for (rejected, nothing charged), whatever a read said.
+        """
+        if self._key_read is None or self._key_read.done():
+            self._key_read = asyncio.ensure_future(self._client.key_info())
+        # Shielded: a requester that gives up does not cancel the read the others wait for.
+        return await asyncio.shield(self._key_read)
 
     async def _turn(self, job: Job, on_waiting: Callable[[Job], Awaitable[None]] | None) -> None:
         if on_waiting is None:

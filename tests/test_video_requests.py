@@ -37,9 +37,9 @@ async def test_a_request_waiting_for_its_turn_is_not_yet_sending(
         first = await requests.record(request("first"))
         second = await requests.record(request("second"))
         sending = [asyncio.create_task(requests.send(job)) for job in (first, second)]
-        # Turns, 1 s apart: key info 1 (0 s), key info 2 (1 s), create 1 (2 s), create 2 (3 s). At 1.5 s
-        # both budgets were read and both creates are waiting for their turn.
-        await asyncio.sleep(1.5)
+        # Turns, 1 s apart: key info (0 s, one read for both), create 1 (1 s), create 2 (2 s). At 0.5 s the
+        # budget was read and both creates are waiting for their turn.
+        await asyncio.sleep(0.5)
         states = {job.id: (await store.get(job.id)).state for job in (first, second)}
         assert states == {first.id: JobState.RECEIVED, second.id: JobState.RECEIVED}, "sending before its turn came"
         assert simulator.creates_received == 0
@@ -100,5 +100,28 @@ async def test_a_request_abandoned_before_it_was_sent_ends_rejected_and_is_owed_
         assert ended.state == JobState.REJECTED and ended.told_at is None  # the sweep tells the requester
         await requests.record(request("the next one"))  # it no longer counts as in flight
         assert simulator.creates_received == 0
+    finally:
+        await store.close()
+
+
+async def test_a_burst_of_requests_reads_the_budget_once(
+    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """Requests that check the budget while a read is on its way share it: the rate-limited service gets one
+    /key/info for the burst, not one per request, and every request is still checked and sent once."""
+    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
+                            MAX_ACTIVE_JOBS_PER_USER="20")
+    store = await JobStore.open(settings.database_path)
+    client = build_client(settings, http_session, pacer=Pacer(1000.0), create_retry=CREATE_RETRY,
+                          read_retry=READ_RETRY)
+    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
+    try:
+        jobs = [await requests.record(request(f"burst {i}")) for i in range(10)]
+        await asyncio.gather(*(requests.send(job) for job in jobs))
+        assert simulator.key_info_requests == 1
+        assert simulator.creates_received == 10
+        assert {(await store.get(job.id)).state for job in jobs} == {JobState.PENDING}
+        await requests.send(await requests.record(request("later")))  # a request after the burst reads again
+        assert simulator.key_info_requests == 2
     finally:
         await store.close()
