@@ -19,10 +19,11 @@ import asyncio
 import bisect
 import contextlib
 import json
+import math
 import os
 import re
-import shlex
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -60,8 +61,21 @@ class Sent:
 @dataclass
 class Sample:
     at: float
-    cpu_s: float
+    cpu_s: float  # the bot's
     rss_kib: int
+    machine_busy_s: float  # every core's non-idle time
+    simulator_cpu_s: float
+    driver_cpu_s: float  # this process: the double and the ramp
+
+
+def _process_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime + stime
+
+
+def _machine_busy_s() -> float:
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / _TICKS  # all but idle and iowait (guest is in user)
 
 
 @dataclass
@@ -69,19 +83,21 @@ class Sampler:
     """The bot's CPU time and resident memory from /proc, every `every` seconds."""
 
     pid: int
+    simulator_pid: int
     every: float = 0.5
     samples: list[Sample] = field(default_factory=list)
 
     def take(self) -> Sample | None:
         try:
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
+            cpu = _process_cpu_s(self.pid)
             status = Path(f"/proc/{self.pid}/status").read_text()
+            simulator = _process_cpu_s(self.simulator_pid)
         except OSError:
             return None
-        fields = stat.rsplit(")", 1)[1].split()
-        cpu = (int(fields[11]) + int(fields[12])) / _TICKS  # utime + stime
         rss = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
-        sample = Sample(time.monotonic(), cpu, int(rss.group(1)) if rss else 0)
+        own = os.times()
+        sample = Sample(time.monotonic(), cpu, int(rss.group(1)) if rss else 0, _machine_busy_s(), simulator,
+                        own.user + own.system)
         self.samples.append(sample)
         return sample
 
@@ -93,8 +109,31 @@ class Sampler:
         return int(match.group(1)) if match else None
 
     async def run(self) -> None:
-        while self.take() is not None:
+        while True:
+            if self.take() is None:
+                return  # the bot has exited
             await asyncio.sleep(self.every)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def loop_stalls(metrics: str) -> dict[str, Any]:
+    """The bot's own event-loop monitor (bot.metrics): how many of its wake-ups came how late."""
+    buckets: dict[float, int] = {}
+    for match in re.finditer(r'^videobot_event_loop_stall_seconds_bucket\{le="([^"]+)"\} (\S+)$', metrics, re.M):
+        buckets[float(match.group(1))] = int(float(match.group(2)))
+    total = buckets.get(math.inf, 0)
+    over = {f"over_{round(bound * 1000)}_ms": total - count
+            for bound, count in buckets.items() if bound in (0.05, 0.1, 0.25)}
+    # The worst stall lies in the first bucket that holds every probe.
+    worst = next((bound for bound, count in sorted(buckets.items()) if count == total), None)
+    worst_recent = re.search(r"^videobot_event_loop_stall_max_seconds (\S+)$", metrics, re.M)
+    return {"probes": total, **over, "worst_at_most_ms": None if worst in (None, math.inf) else worst * 1000,
+            "worst_last_minute_ms": round(float(worst_recent.group(1)) * 1000, 1) if worst_recent else None}
 
 
 def _child_pid(pid: int) -> int:
@@ -117,6 +156,7 @@ class Bench:
         self.bot: asyncio.subprocess.Process | None = None
         self.bot_pid = 0
         self.base_url = ""
+        self.metrics_port = _free_port()
         self._log: IO[bytes] | None = None
 
     # ------------------------------------------------------------------ processes
@@ -151,6 +191,7 @@ class Bench:
             MAX_ACTIVE_JOBS_PER_USER=str(self.args.jobs),
             MAX_REQUESTS_PER_SECOND=f"{self.args.pacing:g}",
             POLL_INTERVAL_SECONDS=f"{self.args.poll_interval:g}",
+            METRICS_PORT=str(self.metrics_port),  # for the bot's own event-loop stall figures
         )
         return env
 
@@ -225,9 +266,17 @@ class Bench:
             # The last interactions' acknowledgements and creates, within a bound.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.args.settle):
-                    while self.acknowledged() < len(self.sent) or await self.accepted(session, price) < len(self.sent):
+                    while True:
+                        everything = len(self.sent)
+                        if self.acknowledged() == everything and await self.accepted(session, price) == everything:
+                            break
                         await asyncio.sleep(0.5)
         return {"ramp_start": started, "ramp_end": ramp_end, "settled": time.monotonic()}
+
+    async def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            return await response.text()
 
     def acknowledged(self) -> int:
         return sum(1 for sent in self.sent if self.double.interaction_responses.get(sent.interaction_id))
@@ -258,7 +307,7 @@ def _delivered_times(double: DiscordDouble) -> list[float]:
 
 
 def summarise(bench: Bench, times: dict[str, float], ended: dict[str, Any], samples: list[Sample],
-              peak_rss_kib: int | None) -> dict[str, Any]:
+              peak_rss_kib: int | None, stalls: dict[str, Any]) -> dict[str, Any]:
     args = bench.args
     created = sorted(job["created_at"] for job in ended["simulator"]["jobs"])
     delivered = _delivered_times(bench.double)
@@ -271,12 +320,15 @@ def summarise(bench: Bench, times: dict[str, float], ended: dict[str, Any], samp
         callbacks = bench.double.interaction_responses.get(sent.interaction_id) or []
         first = callbacks[0] if callbacks else None
         rows.append({
+            "sent_s": round(sent.created_at - times["ramp_start"], 3),
             "in_flight": in_flight(sent.created_at),
             "ack_ms": None if first is None else (first["time"] - sent.created_at) * 1000,
             "accepted": bool(first and first["accepted"]),
             "deferred": bool(first and first["type"] == _CALLBACK_DEFERRED),
         })
     acked = [row for row in rows if row["ack_ms"] is not None]
+    # Every interaction's figures beside the bot's log and database, to line slow ones up with what the bot did.
+    (bench.workdir / "interactions.json").write_text(json.dumps(rows))
     half = max(1, args.jobs // 2)
 
     def latencies(minimum: int) -> list[float]:
@@ -292,8 +344,15 @@ def summarise(bench: Bench, times: dict[str, float], ended: dict[str, Any], samp
             bands.append({"in_flight_from": low, "in_flight_below": low + width, **_stats(band)})
 
     ramp = [s for s in samples if times["ramp_start"] <= s.at <= times["ramp_end"]]
-    cpu_busy = ((ramp[-1].cpu_s - ramp[0].cpu_s) / (ramp[-1].at - ramp[0].at)
-                if len(ramp) >= 2 and ramp[-1].at > ramp[0].at else None)
+    (bench.workdir / "samples.json").write_text(json.dumps([vars(s) for s in samples]))
+    cores: dict[str, float | None] = dict.fromkeys(("bot", "simulator", "driver_and_double", "other", "machine"))
+    if len(ramp) >= 2 and ramp[-1].at > ramp[0].at:
+        a, b, wall = ramp[0], ramp[-1], ramp[-1].at - ramp[0].at
+        bot, simulator = (b.cpu_s - a.cpu_s) / wall, (b.simulator_cpu_s - a.simulator_cpu_s) / wall
+        driver, busy = (b.driver_cpu_s - a.driver_cpu_s) / wall, (b.machine_busy_s - a.machine_busy_s) / wall
+        cores = {"bot": bot, "simulator": simulator, "driver_and_double": driver,
+                 "other": max(0.0, busy - bot - simulator - driver), "machine": busy}
+    cpu_busy = cores["bot"]
     log = bench.log()
     result: dict[str, Any] = {
         "jobs": args.jobs,
@@ -318,6 +377,8 @@ def summarise(bench: Bench, times: dict[str, float], ended: dict[str, Any], samp
         "bot_rss_end_mib": round(samples[-1].rss_kib / 1024, 1) if samples else None,
         "bot_cpu_s": round(samples[-1].cpu_s, 1) if samples else None,
         "bot_cpu_busy_during_ramp": None if cpu_busy is None else round(cpu_busy, 3),
+        "cores_busy_during_ramp": {key: None if value is None else round(value, 2) for key, value in cores.items()},
+        "bot_loop_stalls": stalls,
         "bot_cpu_ms_per_interaction": (round((ramp[-1].cpu_s - ramp[0].cpu_s) * 1000 / len(rows), 2)
                                        if len(ramp) >= 2 and rows else None),
         "log_cant_keep_up": log.count("Can't keep up"),
@@ -359,6 +420,16 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
+def _cores(cores: dict[str, float | None]) -> str:
+    return ", ".join(f"{name.replace('_', ' ')} {_ms(value)}" for name, value in cores.items())
+
+
+def _stalls(stalls: dict[str, Any]) -> str:
+    return (f"{stalls.get('probes', 0):,} probes: {stalls.get('over_50_ms', '-')} over 50 ms, "
+            f"{stalls.get('over_100_ms', '-')} over 100 ms, {stalls.get('over_250_ms', '-')} over 250 ms; "
+            f"worst at most {_ms(stalls.get('worst_at_most_ms'))} ms")
+
+
 def render_markdown(result: dict[str, Any]) -> str:
     m = result["machine"]
     lines = [
@@ -371,7 +442,7 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         f"The real bot (`python -m bot`) against the Discord double and the simulator: {result['interactions']:,} "
         f"`/video` interactions at {result['rate_per_s']:g}/s from {result['users']:,} members, jobs of "
-        f"{result['job_seconds'][0]:g}–{result['job_seconds'][1]:g} s (none finishes during the ramp), "
+        f"{result['job_seconds'][0]:g} to {result['job_seconds'][1]:g} s (none finishes during the ramp), "
         f"polls every {result['poll_interval_s']:g} s, pacing {result['pacing_per_s']:g} req/s, cooldown 0.",
         "",
         "## Targets",
@@ -393,8 +464,8 @@ def render_markdown(result: dict[str, Any]) -> str:
                      f"{_ms(group['p99_ms'])} | {_ms(group['max_ms'])} |")
     lines += ["", "By jobs in flight at the send:", "", "| in flight | count | p50 | p95 | p99 | max |",
               "|---|---|---|---|---|---|"]
-    lines += [f"| {b['in_flight_from']:,}–{b['in_flight_below'] - 1:,} | {b['count']:,} | {b['p50_ms']} | "
-              f"{b['p95_ms']} | {b['p99_ms']} | {b['max_ms']} |" for b in result["ack_ms_by_in_flight"]]
+    lines += [f"| {b['in_flight_from']:,} to {b['in_flight_below'] - 1:,} | {b['count']:,} | {_ms(b['p50_ms'])} | "
+              f"{_ms(b['p95_ms'])} | {_ms(b['p99_ms'])} | {_ms(b['max_ms'])} |" for b in result["ack_ms_by_in_flight"]]
     lines += [
         "",
         "## The run",
@@ -411,6 +482,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         f"| bot peak RSS | {result['bot_peak_rss_mib']} MiB (at the end {result['bot_rss_end_mib']} MiB) |",
         f"| bot CPU | {result['bot_cpu_s']} s in all; {result['bot_cpu_busy_during_ramp']} of a core during the "
         f"ramp; {result['bot_cpu_ms_per_interaction']} ms per interaction (polls included) |",
+        f"| cores busy during the ramp | {_cores(result['cores_busy_during_ramp'])} |",
+        f"| bot's event-loop stalls (its own monitor, a probe every 0.5 s) | {_stalls(result['bot_loop_stalls'])} |",
         f"| bot log | {result['log_cant_keep_up']} \"Can't keep up\", {result['log_errors']} ERROR, "
         f"{result['log_tracebacks']} tracebacks; exit code {result['bot_exit']} |",
         "",
@@ -433,10 +506,12 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     try:
         await bench.start_simulator(args.job_seconds)
         await bench.start_bot()
-        sampler = Sampler(bench.bot_pid)
+        assert bench.simulator is not None
+        sampler = Sampler(bench.bot_pid, bench.simulator.pid)
         sampling = asyncio.create_task(sampler.run())
         try:
             times = await bench.ramp(_price())
+            stalls = loop_stalls(await bench.metrics())
             sampler.take()
             peak = sampler.peak_rss_kib()
         finally:
@@ -446,7 +521,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         samples = sampler.samples
     finally:
         ended = await bench.stop()
-    return summarise(bench, times, ended, samples, peak)
+    return summarise(bench, times, ended, samples, peak, stalls)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -481,6 +556,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     print(f"{args.jobs:,} /video at {args.rate:g}/s, jobs of {args.job_seconds:g} s and more", flush=True)
     if args.keep is not None:
+        if args.keep.exists() and any(args.keep.iterdir()):
+            parser.error(f"--keep {args.keep}: give a new or empty folder (a database of another run would be resumed)")
         args.keep.mkdir(parents=True, exist_ok=True)
         result = asyncio.run(run(args, args.keep))
     else:
