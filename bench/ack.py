@@ -551,7 +551,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.users = max(1, args.jobs // 2)
     if args.job_seconds is None:
         args.job_seconds = args.jobs / args.rate * 2 + args.settle + 60
-    command = " ".join(["python -m bench.ack", *(sys.argv[1:] if argv is None else argv)])
+    given = list(sys.argv[1:] if argv is None else argv)
+    # Folders are this machine's business and change no figure: the report names the options that do.
+    for option in ("--keep", "--results", "--profile"):
+        if option in given:
+            at = given.index(option)
+            del given[at : at + 2]
+    command = " ".join(["python -m bench.ack", *given])
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     started = time.monotonic()
     print(f"{args.jobs:,} /video at {args.rate:g}/s, jobs of {args.job_seconds:g} s and more", flush=True)
