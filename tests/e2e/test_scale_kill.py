@@ -33,7 +33,13 @@ import pytest
 from tests.conftest import SimulatorFactory as ServiceFactory
 from tests.discord_double import DiscordDouble
 from tests.e2e.harness import USER_ID, BotProcess
-from tests.e2e.test_kill import FINAL_STATES, PRICE_YEN, _posted_videos, _record_create_prompts, _seeds
+from tests.e2e.test_kill import (
+    PRICE_YEN,
+    _posted_videos,
+    _record_create_prompts,
+    _seeds,
+    _settled,
+)
 from tests.e2e.test_shards import SHARDS, double, guild_on, sharded_bot
 
 __all__ = ["double"]  # the two-shard double of test_shards.py, used here as this module's `double` fixture
@@ -53,11 +59,6 @@ async def _rows(url: str) -> list[dict[str, Any]]:
         )]
     finally:
         await connection.close()
-
-
-def _settled(rows: list[dict[str, Any]]) -> bool:
-    return all(row["state"] in FINAL_STATES and (row["state"] == "delivered" or row["told_at"] is not None)
-               for row in rows)
 
 
 @pytest.mark.parametrize("seed", _seeds(default=2))
