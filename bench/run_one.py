@@ -41,7 +41,7 @@ from bot.app import build_client, open_services, worker_config
 from bot.database import StoreUnavailable
 from bot.errors import BotError, SubmissionFailed
 from bot.models import DEFAULT_MODEL
-from bot.pacing import Pacer
+from bot.pacing import Pacer, create_turns
 from bot.retry import CREATE_RETRY, READ_RETRY
 from bot.settings import Settings, read_settings
 from bot.store import IN_FLIGHT_STATES, JobState, JobStore, NewJob
@@ -101,9 +101,10 @@ def bench_settings(
 
 
 def make_pacer(settings: Settings, scale: TimeScale, burst: int | None = None) -> Pacer:
-    """The bot's pacer at the compressed rate (a burst is a count of requests: compressing time leaves it)."""
+    """The bot's pacer at the compressed rate (a burst and the turns are counts of requests: compressing time
+    leaves them)."""
     rate = settings.max_requests_per_second
-    return Pacer(scale.rate(rate), burst=burst if burst is not None else bot_burst(rate))
+    return Pacer(scale.rate(rate), burst=burst if burst is not None else bot_burst(rate), turns=create_turns(rate))
 
 
 def make_client(

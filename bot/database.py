@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 import aiosqlite
 
 from bot.errors import BotError
 
 Dialect = Literal["sqlite", "postgresql"]
+_T = TypeVar("_T")
 
 
 class StoreUnavailable(BotError):
@@ -52,6 +54,15 @@ class Row(Protocol):
     def keys(self) -> Iterable[str]: ...
 
 
+@dataclass(frozen=True)
+class Step:
+    """One statement of `Database.write_steps`; `needs_row`: stop there (and roll back) unless it returned a row."""
+
+    sql: str
+    params: Sequence[Any] = ()
+    needs_row: bool = False
+
+
 class Database(Protocol):
     """What the stores need of a database. Statements use `?` placeholders."""
 
@@ -69,6 +80,13 @@ class Database(Protocol):
         ...
 
     async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+    async def write_steps(self, steps: Sequence[Step]) -> list[list[Row]] | None:
+        """A write transaction of statements known beforehand, in one trip where the backend can: each step's rows.
+
+        None if a `needs_row` step returned no row: it stopped there and rolled back, nothing was written.
+        """
+        ...
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
 
@@ -127,13 +145,23 @@ BUSY_TIMEOUT_MS = 1500
 
 
 class SqliteDatabase:
-    """One aiosqlite connection in WAL mode; one writer at a time (an asyncio lock, then BEGIN IMMEDIATE)."""
+    """One aiosqlite connection in WAL mode; one writer at a time (an asyncio lock, then BEGIN IMMEDIATE).
+
+    Every statement is a trip to aiosqlite's thread and back, a wake-up of the loop that costs more CPU than
+    most statements: a transaction's BEGIN travels with its first statement, and `write_steps` runs a whole
+    transaction in one trip.
+    """
 
     dialect: Dialect = "sqlite"
 
     def __init__(self, db: aiosqlite.Connection) -> None:
         self._db = db
         self._write_lock = asyncio.Lock()
+        # Set in the task that holds the write lock until its first statement opens the transaction: a read
+        # of another task meanwhile must neither open it nor run in it.
+        self._opening: contextvars.ContextVar[_Opening | None] = contextvars.ContextVar(
+            f"sqlite_opening_{id(self)}", default=None
+        )
 
     @classmethod
     async def open(cls, path: Path | str) -> SqliteDatabase:
@@ -189,30 +217,32 @@ class SqliteDatabase:
                         continue  # another process applied it while we waited for the lock
                     raise
 
+    async def _in_thread(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """`work` on aiosqlite's thread, with the connection: one trip, whatever it runs.
+
+        aiosqlite has no public call for this; `_execute` is the one its own methods use.
+        """
+        connection = self._db._conn
+        return cast(_T, await self._db._execute(work, connection))  # type: ignore[no-untyped-call]
+
     @contextlib.asynccontextmanager
     async def _write(self, wait: bool) -> AsyncIterator[None]:
         async with self._write_lock:
-            with _sqlite_errors():
-                if wait:
-                    await self._db.execute("BEGIN IMMEDIATE")
-                else:
-                    await self._db.execute("PRAGMA busy_timeout=0")
+            opening = _Opening(wait)
+            token = self._opening.set(opening)
+            try:
+                with _sqlite_errors():
                     try:
-                        await self._db.execute("BEGIN IMMEDIATE")
-                    finally:
-                        await self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-                try:
-                    yield
-                except BaseException:
-                    with contextlib.suppress(sqlite3.Error):  # a failed BEGIN/COMMIT may leave no transaction
-                        await self._db.execute("ROLLBACK")
-                    raise
-                try:
-                    await self._db.execute("COMMIT")
-                except sqlite3.Error:
-                    with contextlib.suppress(sqlite3.Error):
-                        await self._db.execute("ROLLBACK")
-                    raise
+                        yield
+                    except BaseException:
+                        if opening.sent:
+                            # Queued behind the statement that opened it, even one still running when cancelled.
+                            await self._in_thread(_roll_back)
+                        raise
+                    if opening.sent:  # nothing was run: nothing was opened
+                        await self._in_thread(_commit)
+            finally:
+                self._opening.reset(token)
 
     def transaction(self, *, wait: bool = True) -> contextlib.AbstractAsyncContextManager[None]:
         """BEGIN IMMEDIATE … COMMIT under the lock, so coroutines never interleave a write.
@@ -222,25 +252,106 @@ class SqliteDatabase:
         """
         return self._write(wait)
 
+    def _run(self, work: Callable[[sqlite3.Connection], _T]) -> Callable[[sqlite3.Connection], _T]:
+        """`work`, preceded by this task's BEGIN if its transaction is not open yet."""
+        opening = self._opening.get()
+        if opening is None or opening.sent:
+            return work
+        opening.sent = True
+        wait = opening.wait
+
+        def begun_then_work(connection: sqlite3.Connection) -> _T:
+            _begin(connection, wait=wait)
+            return work(connection)
+
+        return begun_then_work
+
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        values = tuple(params)
         with _sqlite_errors():
-            cursor = await self._db.execute(sql, tuple(params))
-        return int(cursor.rowcount)
+            return await self._in_thread(self._run(lambda connection: _rowcount(connection.execute(sql, values))))
 
     async def execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        values = [tuple(row) for row in rows]
         with _sqlite_errors():
-            await self._db.executemany(sql, [tuple(row) for row in rows])
+            await self._in_thread(self._run(lambda connection: _rowcount(connection.executemany(sql, values))))
 
-    # Reads are one trip to aiosqlite's thread each (execute, fetch and close there): a cursor's
-    # execute, fetch and close from here were three, each a wake-up of the loop (the bulk of its CPU).
+    async def write_steps(self, steps: Sequence[Step]) -> list[list[Row]] | None:
+        statements = [(step.sql, tuple(step.params), step.needs_row) for step in steps]
+        async with self._write_lock:
+            with _sqlite_errors():
+                return await self._in_thread(lambda connection: _steps(connection, statements))
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        values = tuple(params)
         with _sqlite_errors():
-            return list(await self._db.execute_fetchall(sql, tuple(params)))
+            return await self._in_thread(self._run(lambda connection: connection.execute(sql, values).fetchall()))
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         rows = await self.fetch_all(sql, params)
         return rows[0] if rows else None
+
+
+@dataclass
+class _Opening:
+    """A write transaction whose BEGIN has not been sent yet."""
+
+    wait: bool
+    sent: bool = False
+
+
+# The functions below run on aiosqlite's thread.
+
+
+def _begin(connection: sqlite3.Connection, *, wait: bool) -> None:
+    if wait:
+        connection.execute("BEGIN IMMEDIATE")
+        return
+    connection.execute("PRAGMA busy_timeout=0")
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+    finally:
+        connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+
+def _commit(connection: sqlite3.Connection) -> None:
+    try:
+        connection.execute("COMMIT")
+    except sqlite3.Error:
+        _roll_back(connection)
+        raise
+
+
+def _roll_back(connection: sqlite3.Connection) -> None:
+    """Undo the open transaction, if any: a failed BEGIN opened none, and some errors (disk full) undo their own."""
+    if connection.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+
+
+def _rowcount(cursor: sqlite3.Cursor) -> int:
+    count = int(cursor.rowcount)
+    cursor.close()
+    return count
+
+
+def _steps(
+    connection: sqlite3.Connection, statements: Sequence[tuple[str, tuple[Any, ...], bool]]
+) -> list[list[Row]] | None:
+    _begin(connection, wait=True)
+    results: list[list[Row]] = []
+    try:
+        for sql, values, needs_row in statements:
+            rows: list[Row] = connection.execute(sql, values).fetchall()
+            results.append(rows)
+            if needs_row and not rows:
+                connection.execute("ROLLBACK")
+                return None
+    except BaseException:
+        _roll_back(connection)
+        raise
+    _commit(connection)
+    return results
 
 
 @contextlib.contextmanager

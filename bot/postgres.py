@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 
-from bot.database import BUSY_TIMEOUT_MS, DatabaseTooNew, Dialect, Migration, Row, StoreUnavailable
+from bot.database import BUSY_TIMEOUT_MS, DatabaseTooNew, Dialect, Migration, Row, Step, StoreUnavailable
 from bot.database_url import password_of, redacted
 
 #: pg_advisory_xact_lock key of every write transaction ("vbot" in ASCII): one writer at a time.
@@ -150,6 +150,10 @@ def _postgres_errors() -> Iterator[None]:
         raise StoreUnavailable(f"the database could not be written: {type(exc).__name__}: {exc}") from exc
 
 
+class _NoRow(Exception):
+    """A `needs_row` step of `write_steps` returned none."""
+
+
 class PostgresDatabase:
     """An asyncpg pool; write transactions one at a time across every process on the database."""
 
@@ -252,6 +256,19 @@ class PostgresDatabase:
         target = self._transaction.get() or self._pool
         with _postgres_errors():
             await target.executemany(translate(sql), [tuple(row) for row in rows])
+
+    async def write_steps(self, steps: Sequence[Step]) -> list[list[Row]] | None:
+        results: list[list[Row]] = []
+        try:
+            async with self._write(wait=True):
+                for step in steps:
+                    rows = await self.fetch_all(step.sql, step.params)
+                    results.append(rows)
+                    if step.needs_row and not rows:
+                        raise _NoRow  # out of the transaction, rolling it back
+        except _NoRow:
+            return None
+        return results
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         target = self._transaction.get() or self._pool

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from bot.database import (
     Database,
@@ -21,6 +21,7 @@ from bot.database import (
     Migration,
     Row,
     SqliteDatabase,
+    Step,
     StoreUnavailable,
     load_migrations,
 )
@@ -447,44 +448,63 @@ class JobStore:
 
         `owner`: only while that process holds the job's lease (LeaseLost otherwise).
         """
-        async with self._write():
-            moved = await self._move(job_id, target, changes, owner=owner)
-        return moved
+        steps = self._move_steps(job_id, target, changes, owner=owner)
+        results = await self._db.write_steps(steps) if steps else None
+        if results is None:
+            await self._refuse_move(job_id, target, owner)
+        return _job(results[0][0])
 
     async def _move(
         self, job_id: int, target: JobState, changes: Mapping[str, Any], *, owner: str | None = None
     ) -> Job:
-        """The one place a state changes (inside a write transaction), checked against TRANSITIONS.
+        """`transition` inside a write transaction already open (a decision that reads first)."""
+        steps = self._move_steps(job_id, target, changes, owner=owner)
+        rows = await self._db.fetch_all(steps[0].sql, steps[0].params) if steps else []
+        if len(rows) != 1:
+            await self._refuse_move(job_id, target, owner)
+        for step in steps[1:]:
+            await self._db.execute(step.sql, step.params)
+        return _job(rows[0])
 
-        Returns the row as moved (RETURNING: no second read after the commit).
-        """
+    def _move_steps(
+        self, job_id: int, target: JobState, changes: Mapping[str, Any], *, owner: str | None = None,
+        unless: tuple[str, Sequence[Any]] | None = None,
+    ) -> list[Step]:
+        """The one place a state changes, checked against TRANSITIONS: the UPDATE (RETURNING the row as moved, no
+        second read after the commit), then the server's log event when the target is audited; none if no state
+        leads to `target`. `unless`: a condition (and its parameters) that leaves the job as it is."""
         sources = sources_of(target)
+        if not sources:
+            return []  # no state leads to `received` (and PostgreSQL has no empty `IN ()`)
         assignments = _released_when_told({"state": target, "updated_at": self._clock(), **changes})
         _check_columns(assignments)
         sets = ", ".join(f"{column} = ?" for column in assignments)
         held, held_params = _held_by(owner)
-        # No state leads to `received`: nothing to update (and PostgreSQL has no empty `IN ()`).
-        rows = await self._db.fetch_all(
-            f"UPDATE jobs SET {sets} WHERE id = ? AND state IN ({_marks(sources)}){held} RETURNING *",
-            (*assignments.values(), job_id, *sources, *held_params),
-        ) if sources else []
-        if len(rows) != 1:
-            row = await self._one("SELECT state, lease_owner FROM jobs WHERE id = ?", (job_id,))
-            if row is not None and owner is not None and row[1] != owner:
-                raise LeaseLost(job_id, row[1])
-            raise IllegalTransition(job_id, row[0] if row else None, target)
+        unless_sql, unless_params = (f" AND NOT {unless[0]}", tuple(unless[1])) if unless else ("", ())
+        steps = [Step(
+            f"UPDATE jobs SET {sets} WHERE id = ? AND state IN ({_marks(sources)}){held}{unless_sql} RETURNING *",
+            (*assignments.values(), job_id, *sources, *held_params, *unless_params),
+            needs_row=True,
+        )]
         kind = AUDITED_STATES.get(target)
         if kind is not None:
             # In the same transaction as the move, so the server's log can neither miss it nor invent it.
-            await self._db.execute(
+            steps.append(Step(
                 """INSERT INTO events (guild_id, kind, job_id, user_id, details, created_at)
                    SELECT guild_id, ?, id, user_id,
                           json_object('state', state, 'yen', charged_yen, 'model', model,
                                       'service_job_id', service_job_id), ?
                    FROM jobs WHERE id = ? AND guild_id IS NOT NULL""",
                 (kind, self._clock(), job_id),
-            )
-        return _job(rows[0])
+            ))
+        return steps
+
+    async def _refuse_move(self, job_id: int, target: JobState, owner: str | None) -> NoReturn:
+        """Why a move changed nothing: another process holds the job, or the table does not allow it."""
+        row = await self._one("SELECT state, lease_owner FROM jobs WHERE id = ?", (job_id,))
+        if row is not None and owner is not None and row[1] != owner:
+            raise LeaseLost(job_id, row[1])
+        raise IllegalTransition(job_id, row[0] if row else None, target)
 
     async def mark_accepted(
         self, job_id: int, service_job_id: str, charged_yen: int, next_poll_at: float, *,
@@ -498,17 +518,26 @@ class JobStore:
         process that got the 202 holds the job from here: also a late 202 on a request that another process,
         finding its lease expired, had ended `unknown`.
         """
+        def accepted(now: float) -> dict[str, Any]:
+            held = {"lease_owner": lease.owner, "lease_expires_at": lease.expires(now)} if lease else {}
+            return {"service_job_id": service_job_id, "charged_yen": charged_yen, "accepted_at": now,
+                    "next_poll_at": next_poll_at, **held}
+
+        # The usual case in one trip: a job id no request holds yet. Anything else is decided below.
+        steps = self._move_steps(
+            job_id, S.PENDING, accepted(self._clock()), owner=owner,
+            unless=("EXISTS (SELECT 1 FROM jobs WHERE service_job_id = ?)", (service_job_id,)),
+        )
+        results = await self._db.write_steps(steps)
+        if results is not None:
+            return _job(results[0][0])
         async with self._write():
             holder = await self._one("SELECT id FROM jobs WHERE service_job_id = ?", (service_job_id,))
             now = self._clock()
             if holder is not None and int(holder[0]) == job_id:
                 return await self.get(job_id)  # recorded already: the first attempt's commit landed
             if holder is None:
-                held = {"lease_owner": lease.owner, "lease_expires_at": lease.expires(now)} if lease else {}
-                moved = await self._move(job_id, S.PENDING, {
-                    "service_job_id": service_job_id, "charged_yen": charged_yen, "accepted_at": now,
-                    "next_poll_at": next_poll_at, **held,
-                }, owner=owner)
+                moved = await self._move(job_id, S.PENDING, accepted(now), owner=owner)
             else:
                 moved = await self._move(job_id, S.FAILED, {
                     "charged_yen": charged_yen, "accepted_at": now, "finished_at": now,
@@ -548,16 +577,16 @@ class JobStore:
         _check_columns(assignments)
         sets = ", ".join(f"{column} = ?" for column in assignments)
         held, held_params = _held_by(owner)
-        async with self._write():
-            changed = await self._db.execute(
-                f"UPDATE jobs SET {sets} WHERE id = ?{held}", (*assignments.values(), job_id, *held_params)
-            )
-            if changed != 1:
-                row = await self._one("SELECT lease_owner FROM jobs WHERE id = ?", (job_id,))
-                if row is not None and owner is not None:
-                    raise LeaseLost(job_id, row[0])
-                raise JobNotFound(f"no job #{job_id}")
-        return await self.get(job_id)
+        results = await self._db.write_steps([Step(
+            f"UPDATE jobs SET {sets} WHERE id = ?{held} RETURNING *", (*assignments.values(), job_id, *held_params),
+            needs_row=True,
+        )])
+        if results is None:
+            row = await self._one("SELECT lease_owner FROM jobs WHERE id = ?", (job_id,))
+            if row is not None and owner is not None:
+                raise LeaseLost(job_id, row[0])
+            raise JobNotFound(f"no job #{job_id}")
+        return _job(results[0][0])
 
     async def recover_after_restart(
         self, lease: Lease | None = None, *, max_notice_attempts: int = NOTICE_ROUNDS

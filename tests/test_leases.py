@@ -10,6 +10,7 @@ process's leases at another's start-up, a write lock held by another process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -63,6 +64,15 @@ def clock() -> Clock:
 async def stores(open_store: StoreOpener, clock: Clock) -> tuple[JobStore, JobStore]:
     """Two processes' stores on one database (of each backend), on one hand-moved clock."""
     return await open_store(clock=clock), await open_store(clock=clock)
+
+
+@contextlib.asynccontextmanager
+async def writing(store: JobStore) -> AsyncIterator[None]:
+    """Another process in the middle of a write: its transaction open, and begun (SQLite begins at the first
+    statement)."""
+    async with store.transaction():
+        await store.fetch_all("SELECT 1")
+        yield
 
 
 async def in_state(store: JobStore, state: JobState, holder: Lease, service_job_id: str = "") -> Job:
@@ -271,11 +281,12 @@ async def test_a_renewal_while_another_process_writes_fails_at_once_and_changes_
     held = await in_state(second, S.PENDING, b)
     clock.now += 5
 
-    async with first.transaction():  # another process in the middle of a write
+    async with writing(first):  # another process in the middle of a write
         with pytest.raises(StoreUnavailable) as busy:
             await second.renew_leases(b)
         with pytest.raises(StoreUnavailable):
             async with second.database.transaction(wait=False):
+                await second.database.execute("DELETE FROM processes")  # SQLite begins at the first statement
                 pytest.fail("a no-wait transaction began while another process held the write lock")
     if second.dialect == "postgresql":
         # Gave up on the lock after the no-wait's short lock timeout, not by some other failure.
@@ -345,7 +356,7 @@ async def test_a_worker_whose_renewal_meets_another_processs_write_skips_the_rou
     worker.wake(job)
     await worker.keep_leases()
 
-    async with second.transaction():
+    async with writing(second):
         with pytest.raises(StoreUnavailable):  # the lease loop logs it and tries again next round
             await worker.keep_leases()
         assert job.id in worker._schedule, "a skipped renewal drops nothing"

@@ -9,7 +9,7 @@ from itertools import pairwise
 import aiohttp
 import pytest
 
-from bot.pacing import Pacer
+from bot.pacing import Pacer, create_turns, service_pacer
 from bot.simulator import VideoServiceSimulator
 from bot.video_client import VideoServiceClient
 from tests.conftest import SIM_KEY
@@ -122,6 +122,24 @@ async def test_a_turn_taken_ahead_holds_the_next_one_until_its_request_is_sent()
     assert not holding[1].is_set(), "the double release above freed one turn only"
     done.set()
     await asyncio.gather(second, third)
+
+
+@pytest.mark.parametrize(("rate", "turns"), [(1.0, 1), (20.0, 1), (25.0, 1), (100.0, 5), (1000.0, 50)])
+def test_creates_turns_grow_with_the_rate_and_stay_one_at_the_default(rate: float, turns: int) -> None:
+    assert create_turns(rate) == turns
+
+
+async def test_the_service_pacer_lets_its_turns_out_at_once_and_holds_the_next() -> None:
+    pacer = service_pacer(1000.0)
+    turns = [await pacer.take_turn() for _ in range(create_turns(1000.0))]  # 1 ms apart: the rate's own spacing
+    extra = asyncio.create_task(pacer.take_turn())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not extra.done(), "one turn more than the rate's share must wait for a create to be sent"
+    turns[0].release()
+    await asyncio.wait_for(extra, 1.0)
+    for turn in turns:
+        turn.release()
 
 
 async def test_a_turn_never_used_is_given_back_when_its_task_ends() -> None:

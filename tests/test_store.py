@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 import bot.store
-from bot.database import SqliteDatabase
+from bot.database import SqliteDatabase, Step
 from bot.leases import Lease
 from bot.store import (
     SCHEMA_VERSION,
@@ -480,3 +480,94 @@ async def test_a_late_202_on_a_request_given_up_as_unknown_is_recorded_and_taken
     assert (late.state, late.charged_yen, late.service_job_id) == (S.PENDING, 250, "vid_late")
     assert late.lease_owner == stalled.owner, "the process that got the 202 polls it"
     assert await store.ledger() == (1, 250)
+
+
+# -- one-trip writes (Database.write_steps) and SQLite's BEGIN sent with the first statement ---------------
+
+
+async def test_write_steps_commit_together_or_stop_at_a_step_without_a_row(store: JobStore) -> None:
+    db = store.database
+    results = await db.write_steps([
+        Step("INSERT INTO meta (key, value) VALUES ('a', '1') RETURNING key"),
+        Step("UPDATE meta SET value = '2' WHERE key = 'a' RETURNING value", needs_row=True),
+    ])
+    assert results is not None and [[tuple(row) for row in rows] for rows in results] == [[("a",)], [("2",)]]
+
+    stopped = await db.write_steps([
+        Step("INSERT INTO meta (key, value) VALUES ('b', '1')"),
+        Step("UPDATE meta SET value = '3' WHERE key = 'nowhere' RETURNING value", needs_row=True),
+        Step("INSERT INTO meta (key, value) VALUES ('c', '1')"),
+    ])
+    assert stopped is None
+    assert await store.meta_with_prefix("") == {"a": "2"}, "the steps before the stop were rolled back"
+
+
+async def test_a_refused_audited_move_writes_no_event(store: JobStore) -> None:
+    job_id = await put_in_state(store, S.DELIVERED)
+    before = await store.fetch_all("SELECT id FROM events")
+    with pytest.raises(IllegalTransition):
+        await store.transition(job_id, S.FAILED)  # `failed` is audited: its event goes with the move or not at all
+    assert await store.fetch_all("SELECT id FROM events") == before
+    assert (await store.get(job_id)).state == S.DELIVERED
+
+
+async def test_a_repeated_202_on_the_one_trip_path_changes_nothing(store: JobStore) -> None:
+    job_id = await put_in_state(store, S.SUBMITTING)
+    first = await store.mark_accepted(job_id, "vid_9", 250, next_poll_at=10.0)
+    again = await store.mark_accepted(job_id, "vid_9", 250, next_poll_at=99.0)
+    assert again == first and again.state == S.PENDING
+    events = await store.fetch_all("SELECT kind FROM events WHERE job_id = ?", (job_id,))
+    assert [row[0] for row in events] == ["accepted"], "one charge, one event"
+
+
+async def test_a_transaction_that_fails_after_its_first_statement_is_rolled_back(tmp_path: Path) -> None:
+    db = await SqliteDatabase.open(tmp_path / "t.sqlite3")
+    try:
+        await db.execute("CREATE TABLE t (v INTEGER)")
+        with pytest.raises(RuntimeError):
+            async with db.transaction():
+                await db.execute("INSERT INTO t VALUES (1)")
+                raise RuntimeError("the body failed")
+        assert not db.connection.in_transaction
+        assert await db.fetch_all("SELECT v FROM t") == []
+
+        # Cancelled while its first statement (and the BEGIN sent with it) is still on aiosqlite's thread.
+        async def write() -> None:
+            async with db.transaction():
+                await db.execute("INSERT INTO t VALUES (2)")
+                await asyncio.sleep(3600)
+
+        task = asyncio.create_task(write())
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        async with db.transaction():  # the next write begins: nothing was left open
+            await db.execute("INSERT INTO t VALUES (3)")
+        assert [row[0] for row in await db.fetch_all("SELECT v FROM t")] == [3]
+    finally:
+        await db.close()
+
+
+async def test_a_read_of_another_task_never_begins_a_pending_transaction(tmp_path: Path) -> None:
+    db = await SqliteDatabase.open(tmp_path / "t.sqlite3")
+    try:
+        await db.execute("CREATE TABLE t (v INTEGER)")
+        entered, release = asyncio.Event(), asyncio.Event()
+
+        async def write() -> None:
+            async with db.transaction():
+                entered.set()
+                await release.wait()
+                await db.execute("INSERT INTO t VALUES (1)")
+
+        task = asyncio.create_task(write())
+        await entered.wait()
+        assert await db.fetch_all("SELECT v FROM t") == []
+        assert not db.connection.in_transaction, "the reader's trip carried the writer's BEGIN"
+        release.set()
+        await task
+        assert not db.connection.in_transaction
+        assert [row[0] for row in await db.fetch_all("SELECT v FROM t")] == [1]
+    finally:
+        await db.close()

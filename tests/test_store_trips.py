@@ -48,7 +48,7 @@ async def test_a_transition_is_one_statement_in_its_transaction(store: JobStore,
     job = await store.add_submission(new_job())
     trips.count = 0
     moved = await store.transition(job.id, S.SUBMITTING)
-    assert trips.count == 3  # BEGIN, one UPDATE … RETURNING, COMMIT: no read after the commit
+    assert trips.count == 1  # BEGIN, one UPDATE … RETURNING, COMMIT in one trip: no read after the commit
     assert moved.state == S.SUBMITTING
     assert (await store.get(job.id)).state == S.SUBMITTING  # and it is committed
 
@@ -58,8 +58,9 @@ async def test_an_audited_transition_keeps_its_event_in_the_same_transaction(sto
     await store.transition(job.id, S.SUBMITTING)
     trips.count = 0
     accepted = await store.mark_accepted(job.id, "vid_1", 50, next_poll_at=123.0)
-    # BEGIN, the holder check, the UPDATE, the event, COMMIT; the row comes back from the UPDATE.
-    assert trips.count == 5
+    # BEGIN, the UPDATE (unless another request holds the id), the event, COMMIT in one trip; the row comes back
+    # from the UPDATE.
+    assert trips.count == 1
     assert accepted.state == S.PENDING and accepted.service_job_id == "vid_1" and accepted.next_poll_at == 123.0
     events = await store.fetch_all("SELECT kind, job_id FROM events")
     assert [dict(row) for row in events] == [{"kind": "accepted", "job_id": job.id}]
@@ -67,7 +68,7 @@ async def test_an_audited_transition_keeps_its_event_in_the_same_transaction(sto
 
 async def test_a_new_request_comes_back_from_its_insert(store: JobStore, trips: Trips) -> None:
     job = await store.add_submission(new_job())
-    assert trips.count == 3  # BEGIN, INSERT … RETURNING, COMMIT: no read after the commit
+    assert trips.count == 2  # BEGIN with the INSERT … RETURNING, then COMMIT: no read after the commit
     assert job == await store.get(job.id)
 
 
