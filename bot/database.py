@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -162,6 +163,9 @@ class SqliteDatabase:
         self._opening: contextvars.ContextVar[_Opening | None] = contextvars.ContextVar(
             f"sqlite_opening_{id(self)}", default=None
         )
+        # Writes of `write_steps` waiting for the next group commit, and the task that makes it.
+        self._queued: list[tuple[_Statements, asyncio.Future[list[list[Row]] | None]]] = []
+        self._committer: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, path: Path | str) -> SqliteDatabase:
@@ -186,6 +190,8 @@ class SqliteDatabase:
         return self._db
 
     async def close(self) -> None:
+        if self._committer is not None:
+            await asyncio.gather(self._committer, return_exceptions=True)  # queued writes land first
         await self._db.close()
 
     async def schema_version(self) -> int:
@@ -277,10 +283,41 @@ class SqliteDatabase:
             await self._in_thread(self._run(lambda connection: _rowcount(connection.executemany(sql, values))))
 
     async def write_steps(self, steps: Sequence[Step]) -> list[list[Row]] | None:
+        """Group commit: the writes that queue while one is on its way go together in the next trip, each in a
+        savepoint of one transaction, under one commit (one fsync) for all."""
         statements = [(step.sql, tuple(step.params), step.needs_row) for step in steps]
-        async with self._write_lock:
-            with _sqlite_errors():
-                return await self._in_thread(lambda connection: _steps(connection, statements))
+        written: asyncio.Future[list[list[Row]] | None] = asyncio.get_running_loop().create_future()
+        self._queued.append((statements, written))
+        if self._committer is None or self._committer.done():
+            self._committer = asyncio.create_task(self._commit_queued(), name="sqlite-group-commit")
+        with _sqlite_errors():
+            return await written
+
+    async def _commit_queued(self) -> None:
+        while self._queued:
+            async with self._write_lock:
+                # A caller that gave up before its turn is left out; one already on its way is written.
+                batch = [(statements, written) for statements, written in self._queued if not written.done()]
+                self._queued = []
+                if not batch:
+                    continue
+                try:
+                    outcomes = await self._in_thread(functools.partial(_group, writes=[w for w, _ in batch]))
+                except BaseException as exc:
+                    for _, written in batch:
+                        if not written.done():
+                            written.set_exception(exc if isinstance(exc, Exception) else StoreUnavailable(
+                                "the write was interrupted: it may or may not have been recorded"))
+                    if not isinstance(exc, Exception):
+                        raise
+                    continue
+                for (_, written), outcome in zip(batch, outcomes, strict=True):
+                    if written.done():
+                        continue
+                    if isinstance(outcome, Exception):
+                        written.set_exception(outcome)
+                    else:
+                        written.set_result(outcome)
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         values = tuple(params)
@@ -335,22 +372,42 @@ def _rowcount(cursor: sqlite3.Cursor) -> int:
     return count
 
 
-def _steps(
-    connection: sqlite3.Connection, statements: Sequence[tuple[str, tuple[Any, ...], bool]]
-) -> list[list[Row]] | None:
+_Statements = Sequence[tuple[str, tuple[Any, ...], bool]]
+
+
+def _group(connection: sqlite3.Connection, writes: Sequence[_Statements]) -> list[list[list[Row]] | Exception | None]:
+    """Several callers' writes in one transaction, each in a savepoint: one that stops, or fails on its own,
+    is undone alone. An error that ends the transaction (or the commit's) fails them all: none was recorded."""
     _begin(connection, wait=True)
-    results: list[list[Row]] = []
+    outcomes: list[list[list[Row]] | Exception | None] = []
     try:
-        for sql, values, needs_row in statements:
-            rows: list[Row] = connection.execute(sql, values).fetchall()
-            results.append(rows)
-            if needs_row and not rows:
-                connection.execute("ROLLBACK")
-                return None
+        for statements in writes:
+            connection.execute("SAVEPOINT write")
+            outcome: list[list[Row]] | Exception | None
+            try:
+                outcome = _steps(connection, statements)
+            except Exception as exc:
+                if not connection.in_transaction:
+                    raise
+                outcome = exc
+            if outcome is None or isinstance(outcome, Exception):
+                connection.execute("ROLLBACK TO write")
+            connection.execute("RELEASE write")
+            outcomes.append(outcome)
     except BaseException:
         _roll_back(connection)
         raise
     _commit(connection)
+    return outcomes
+
+
+def _steps(connection: sqlite3.Connection, statements: _Statements) -> list[list[Row]] | None:
+    results: list[list[Row]] = []
+    for sql, values, needs_row in statements:
+        rows: list[Row] = connection.execute(sql, values).fetchall()
+        results.append(rows)
+        if needs_row and not rows:
+            return None
     return results
 
 
