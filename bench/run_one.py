@@ -37,7 +37,7 @@ from bench.baseline import NaiveLoop
 from bench.sim_server import API_KEY
 from bench.sink import RecordingSink
 from bench.timescale import HTTP_TIMEOUT_S, POLL_INTERVAL_S, TimeScale, bot_burst, setting_default
-from bot.app import build_client, open_services, worker_config
+from bot.app import build_client, freeze_start_up, open_services, worker_config
 from bot.database import StoreUnavailable
 from bot.errors import BotError, SubmissionFailed
 from bot.models import DEFAULT_MODEL
@@ -259,6 +259,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             interval=settings.poll_interval_seconds,
         )
 
+    freeze_start_up()  # as the bot does once its set-up is done
     shared = args.processes > 1
     if shared:
         # The heartbeat first: each process then counts the others from its first turn, and paces at its share

@@ -257,7 +257,8 @@ class PostgresDatabase:
         with _postgres_errors():
             await target.executemany(translate(sql), [tuple(row) for row in rows])
 
-    async def write_steps(self, steps: Sequence[Step]) -> list[list[Row]] | None:
+    async def write_steps(self, steps: Sequence[Step], *, durable: bool = True) -> list[list[Row]] | None:
+        # Every commit waits for the server's disk: `durable=False` only spares SQLite's fsync in this process.
         results: list[list[Row]] = []
         try:
             async with self._write(wait=True):

@@ -372,76 +372,44 @@ class JobStore:
         `lease`: the creating process holds it from the first moment (in the same INSERT), so no other
         process can claim it while it is being sent.
         """
+        for _ in range(ADMISSION_TRIES):
+            job = await self._admit(new, admission, lease)
+            if job is not None:
+                return job
+        raise StoreUnavailable("other requests kept changing what the guardrails count: try again")
+
+    async def _admit(self, new: NewJob, admission: Admission | None, lease: Lease | None) -> Job | None:
+        """The request written down, or AdmissionRefused; None if what refused it changed before it was read."""
         now = self._clock()
-        async with self._write():
-            if admission is not None:
-                await self._check_admission(new, admission, now)
-            # RETURNING *: the row as written, without a second trip to read it back.
-            row = await self._db.fetch_one(
-                """INSERT INTO jobs (state, model, prompt, seed, user_id, guild_id, channel_id, locale,
-                       upload_limit_bytes, interaction_token, interaction_expires_at, created_at, updated_at, price_yen,
-                       lease_owner, lease_expires_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *""",
-                (
-                    S.RECEIVED, new.model, new.prompt, new.seed, new.user_id, new.guild_id, new.channel_id,
-                    new.locale, new.upload_limit_bytes, new.interaction_token, new.interaction_expires_at, now, now,
-                    new.price_yen, lease.owner if lease else None, lease.expires(now) if lease else None,
-                ),
-            )
-            assert row is not None
-        return _job(row)
-
-    async def _check_admission(self, new: NewJob, admission: Admission, now: float) -> None:
-        # Per server: a member's cooldown and jobs in flight in one server do not hold them back in another.
-        if admission.cooldown_seconds > 0:
-            row = await self._one(
-                "SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND guild_id IS ? AND state NOT IN (?, ?, ?)",
-                (new.user_id, new.guild_id, S.REJECTED, S.INTERRUPTED, S.CANCELLED),
-            )
-            last = row[0] if row else None
-            if last is not None and now - last < admission.cooldown_seconds:
-                raise AdmissionRefused("cooldown", last + admission.cooldown_seconds)
-        if admission.max_active_jobs is not None:
-            row = await self._one(
-                "SELECT COUNT(*) FROM jobs WHERE user_id = ? AND guild_id IS ? "
-                f"AND state IN ({_marks(IN_FLIGHT_STATES)})",
-                (new.user_id, new.guild_id, *IN_FLIGHT_STATES),
-            )
-            active = int(row[0]) if row else 0
-            if active >= admission.max_active_jobs:
-                raise AdmissionRefused("too_many_active", None, active=active, limit=admission.max_active_jobs)
-        for cap in admission.caps:
-            spent = await self._spent(new, cap, admission.price_yen)
-            if spent + admission.price_yen > cap.cap_yen:
-                raise AdmissionRefused(
-                    cap.code, cap.end, spent=spent, cap=cap.cap_yen, left=max(cap.cap_yen - spent, 0)
-                )
-
-    async def _spent(self, new: NewJob, cap: SpendCap, price_yen: int) -> int:
-        """What counts against `cap`: charges in its window, and what may yet be charged.
-
-        Requests not yet answered, and outcomes unknown, count at their price: they may be charged
-        (or may have been). Failed jobs count: they were charged, unless support credited them.
-        """
-        maybe = _marks((*UNSENT_OR_SENDING, S.UNKNOWN))
-        unsent = _marks(UNSENT_OR_SENDING)
-        member = "AND user_id = ?" if cap.member_only else ""
-        row = await self._one(
-            f"""SELECT COALESCE(SUM(CASE WHEN state IN ({maybe})
-                                         THEN (CASE WHEN price_yen > 0 THEN price_yen ELSE ? END)
-                                         ELSE charged_yen END), 0)
-                FROM jobs
-                WHERE guild_id IS ? {member} AND (
-                    state IN ({unsent})
-                    OR (state = ? AND created_at >= ? AND created_at < ?)
-                    OR (charged_yen > 0 AND credited_at IS NULL AND accepted_at >= ? AND accepted_at < ?))""",
-            (
-                *UNSENT_OR_SENDING, S.UNKNOWN, price_yen, new.guild_id,
-                *((new.user_id,) if cap.member_only else ()),
-                *UNSENT_OR_SENDING, S.UNKNOWN, cap.start, cap.end, cap.start, cap.end,
-            ),
+        guardrails = _guardrails(new, admission, now) if admission is not None else []
+        values = (
+            S.RECEIVED, new.model, new.prompt, new.seed, new.user_id, new.guild_id, new.channel_id,
+            new.locale, new.upload_limit_bytes, new.interaction_token, new.interaction_expires_at, now, now,
+            new.price_yen, lease.owner if lease else None, lease.expires(now) if lease else None,
         )
-        return int(row[0]) if row else 0
+        # One statement, one trip: the row is written only where every guardrail lets it in (the rules are the
+        # SQL conditions, checked in the write's own transaction), and RETURNING gives it back as written.
+        where = " AND ".join(guardrail.allows for guardrail in guardrails) or "1 = 1"
+        results = await self._db.write_steps([Step(
+            f"""INSERT INTO jobs (state, model, prompt, seed, user_id, guild_id, channel_id, locale,
+                    upload_limit_bytes, interaction_token, interaction_expires_at, created_at, updated_at, price_yen,
+                    lease_owner, lease_expires_at)
+                SELECT {_marks(values)} WHERE {where} RETURNING *""",
+            (*values, *(value for guardrail in guardrails for value in guardrail.allows_params)),
+            needs_row=True,
+        )])
+        if results is not None:
+            return _job(results[0][0])
+        # A guardrail said no: which one, and its figures for the message, read with the same conditions.
+        row = await self._one(
+            "SELECT " + ", ".join(f"{guardrail.allows}, {guardrail.figure}" for guardrail in guardrails),
+            tuple(value for guardrail in guardrails for value in (*guardrail.allows_params, *guardrail.figure_params)),
+        )
+        assert row is not None
+        for index, guardrail in enumerate(guardrails):
+            if not row[2 * index]:
+                raise guardrail.refusal(row[2 * index + 1])
+        return None  # let in now: what refused it (a request ending meanwhile) changed since
 
     async def transition(self, job_id: int, target: JobState, *, owner: str | None = None, **changes: Any) -> Job:
         """Move a job to `target` if the table allows it, updating other columns in the same statement.
@@ -449,7 +417,7 @@ class JobStore:
         `owner`: only while that process holds the job's lease (LeaseLost otherwise).
         """
         steps = self._move_steps(job_id, target, changes, owner=owner)
-        results = await self._db.write_steps(steps) if steps else None
+        results = await self._db.write_steps(steps, durable=target not in REDONE_IF_LOST) if steps else None
         if results is None:
             await self._refuse_move(job_id, target, owner)
         return _job(results[0][0])
@@ -1015,6 +983,93 @@ class JobStore:
 
     async def _jobs(self, sql: str, params: Sequence[Any]) -> list[Job]:
         return [_job(row) for row in await self._db.fetch_all(sql, params)]
+
+
+#: Moves a power cut may lose without harm, so their commits need not wait for the disk: the worker redoes
+#: them (the job is polled again, its video downloaded again, for nothing). Every other write waits: a
+#: request acknowledged, a create about to go, a charge, a post, a final message.
+REDONE_IF_LOST = frozenset({S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED})
+
+#: Writes of a request whose refusal could not be read back as it was (another request changed the count).
+ADMISSION_TRIES = 3
+
+
+@dataclass(frozen=True)
+class _Guardrail:
+    """One guardrail of the admission: `allows`, a SQL condition (its parameters `allows_params`), holds when
+    it lets the request in; `figure` (a SQL value) is what it looked at, for `refusal` to tell the member."""
+
+    allows: str
+    allows_params: tuple[Any, ...]
+    figure: str
+    figure_params: tuple[Any, ...]
+    refusal: Callable[[Any], AdmissionRefused]
+
+
+def _guardrails(new: NewJob, admission: Admission, now: float) -> list[_Guardrail]:
+    """The admission's rules for `new`, in the order a refusal names them. Per server: a member's cooldown
+    and jobs in flight in one server do not hold them back in another."""
+    guardrails: list[_Guardrail] = []
+    member = (new.user_id, new.guild_id)
+    if admission.cooldown_seconds > 0:
+        cooldown = admission.cooldown_seconds
+        last = "(SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND guild_id IS ? AND state NOT IN (?, ?, ?))"
+        last_params = (*member, S.REJECTED, S.INTERRUPTED, S.CANCELLED)
+        guardrails.append(_Guardrail(
+            f"COALESCE({last} <= ?, 1 = 1)", (*last_params, now - cooldown), last, last_params,
+            lambda at: AdmissionRefused("cooldown", float(at) + cooldown),
+        ))
+    if admission.max_active_jobs is not None:
+        limit = admission.max_active_jobs
+        in_flight = _marks(IN_FLIGHT_STATES)
+        active = f"(SELECT COUNT(*) FROM jobs WHERE user_id = ? AND guild_id IS ? AND state IN ({in_flight}))"
+        active_params = (*member, *IN_FLIGHT_STATES)
+        guardrails.append(_Guardrail(
+            f"{active} < ?", (*active_params, limit), active, active_params,
+            lambda count: AdmissionRefused("too_many_active", None, active=int(count), limit=limit),
+        ))
+    for cap in admission.caps:
+        spent, spent_params = _spent(new, cap, admission.price_yen)
+        guardrails.append(_Guardrail(
+            f"{spent} + ? <= ?", (*spent_params, admission.price_yen, cap.cap_yen), spent, spent_params,
+            _cap_reached(cap),
+        ))
+    return guardrails
+
+
+def _cap_reached(cap: SpendCap) -> Callable[[Any], AdmissionRefused]:
+    def refusal(yen: Any) -> AdmissionRefused:
+        spent = int(yen)
+        return AdmissionRefused(cap.code, cap.end, spent=spent, cap=cap.cap_yen, left=max(cap.cap_yen - spent, 0))
+
+    return refusal
+
+
+def _spent(new: NewJob, cap: SpendCap, price_yen: int) -> tuple[str, tuple[Any, ...]]:
+    """What counts against `cap` (a SQL value, and its parameters): charges in its window, and what may yet be
+    charged.
+
+    Requests not yet answered, and outcomes unknown, count at their price: they may be charged (or may have
+    been). Failed jobs count: they were charged, unless support credited them.
+    """
+    maybe = _marks((*UNSENT_OR_SENDING, S.UNKNOWN))
+    unsent = _marks(UNSENT_OR_SENDING)
+    member = "AND user_id = ?" if cap.member_only else ""
+    return (
+        f"""(SELECT COALESCE(SUM(CASE WHEN state IN ({maybe})
+                                      THEN (CASE WHEN price_yen > 0 THEN price_yen ELSE ? END)
+                                      ELSE charged_yen END), 0)
+             FROM jobs
+             WHERE guild_id IS ? {member} AND (
+                 state IN ({unsent})
+                 OR (state = ? AND created_at >= ? AND created_at < ?)
+                 OR (charged_yen > 0 AND credited_at IS NULL AND accepted_at >= ? AND accepted_at < ?)))""",
+        (
+            *UNSENT_OR_SENDING, S.UNKNOWN, price_yen, new.guild_id,
+            *((new.user_id,) if cap.member_only else ()),
+            *UNSENT_OR_SENDING, S.UNKNOWN, cap.start, cap.end, cap.start, cap.end,
+        ),
+    )
 
 
 def _marks(values: Sequence[object]) -> str:

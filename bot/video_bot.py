@@ -16,7 +16,7 @@ from typing import Any, Self
 import discord
 from discord.ext import commands, tasks
 
-from bot.app import Services, catalogue_of, open_services
+from bot.app import Services, catalogue_of, freeze_start_up, open_services
 from bot.buttons import DYNAMIC_ITEMS
 from bot.delivery import DiscordDelivery
 from bot.health import write_heartbeat
@@ -112,6 +112,7 @@ class VideoBot(commands.AutoShardedBot):
             await self.sync_commands(force=self.force_sync)
         else:
             log.info("not syncing slash commands: the process running shard 0 does (%s)", self.shard_plan.describe())
+        freeze_start_up()
 
     async def on_shard_ready(self, shard_id: int) -> None:
         log.info("shard %d of %s ready", shard_id, self.shard_count)

@@ -10,7 +10,7 @@ from typing import Any
 import aiosqlite
 import pytest
 
-from bot.database import SqliteDatabase, Step, StoreUnavailable
+from bot.database import GROUP_LIMIT, SqliteDatabase, Step, StoreUnavailable
 
 
 @pytest.fixture
@@ -48,6 +48,12 @@ async def test_writes_that_queue_together_share_one_trip_and_one_commit(db: Sqli
     assert trips[0] == 1, "twenty writes queued at once go in one transaction"
     assert [rows[0][0][0] for rows in results if rows is not None] == list(range(20))
     assert await values(db) == list(range(20))
+
+
+async def test_a_group_holds_at_most_its_limit_so_few_callers_wake_at_once(db: SqliteDatabase, trips: list[int]) -> None:
+    await asyncio.gather(*(db.write_steps(insert(value)) for value in range(GROUP_LIMIT + 1)))
+    assert trips[0] == 2
+    assert len(await values(db)) == GROUP_LIMIT + 1
 
 
 async def test_in_a_group_a_write_that_stops_or_fails_is_undone_alone(db: SqliteDatabase, trips: list[int]) -> None:
@@ -159,3 +165,23 @@ async def test_a_read_of_another_task_never_begins_a_pending_transaction(tmp_pat
         assert [row[0] for row in await db.fetch_all("SELECT v FROM t")] == [1]
     finally:
         await db.close()
+
+
+async def test_only_a_group_of_writes_that_are_redone_if_lost_commits_without_waiting_for_the_disk(
+    db: SqliteDatabase,
+) -> None:
+    said: list[str] = []
+    await db._in_thread(lambda connection: connection.set_trace_callback(said.append))  # on its thread
+
+    keys = iter(range(100))
+
+    async def syncs(*durable: bool) -> list[str]:
+        said.clear()
+        await asyncio.gather(*(db.write_steps(insert(next(keys)), durable=d) for d in durable))
+        return [line for line in said if line.startswith("PRAGMA synchronous") or line == "COMMIT"]
+
+    assert await syncs(False) == ["PRAGMA synchronous=NORMAL", "COMMIT", "PRAGMA synchronous=FULL"]
+    assert await syncs(True) == ["COMMIT"]
+    assert await syncs(False, True) == ["COMMIT"], "one write that must survive a power cut makes the group wait"
+    rows = await db.connection.execute_fetchall("PRAGMA synchronous")
+    assert [tuple(row) for row in rows] == [(2,)], "every other write waits for the disk again (FULL)"

@@ -19,6 +19,7 @@ from bot.store import (
     JobStore,
     Migration,
     NewJob,
+    SpendCap,
     StoreUnavailable,
     load_migrations,
 )
@@ -399,6 +400,27 @@ async def test_admission_cooldown_and_active_limit(open_store: StoreOpener) -> N
     with pytest.raises(AdmissionRefused) as refused:
         await store.add_submission(new_job(), rules)
     assert refused.value.code == "too_many_active"
+
+
+async def test_admission_edges_a_cooldown_just_over_and_a_cap_reached_exactly(open_store: StoreOpener) -> None:
+    clock = Clock()
+    store = await open_store(clock=clock)
+    cap = SpendCap("member_daily_cap", cap_yen=500, start=0.0, end=clock.now + 86_400, member_only=True)
+    rules = Admission(cooldown_seconds=60, price_yen=250, caps=(cap,))
+    await store.add_submission(new_job(), rules)
+    clock.now += 59.5
+    with pytest.raises(AdmissionRefused) as refused:
+        await store.add_submission(new_job(), rules)
+    assert refused.value.code == "cooldown" and refused.value.retry_at == clock.now + 0.5
+    clock.now += 0.5  # exactly the cooldown since the last request: let in
+    await store.add_submission(new_job(), rules)  # 250 + 250 = the cap exactly: let in
+    clock.now += 60
+    with pytest.raises(AdmissionRefused) as refused:
+        await store.add_submission(new_job(), rules)
+    assert refused.value.code == "member_daily_cap"
+    assert refused.value.params == {"spent": 500, "cap": 500, "left": 0}
+    assert refused.value.retry_at == cap.end
+    await store.add_submission(new_job(user_id=2), rules)  # another member's own cap
 
 
 async def test_admission_is_race_free(store: JobStore) -> None:

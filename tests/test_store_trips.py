@@ -10,7 +10,8 @@ from typing import Any
 import aiosqlite
 import pytest
 
-from bot.store import JobState, JobStore, NewJob
+from bot.database import SqliteDatabase
+from bot.store import Admission, AdmissionRefused, JobState, JobStore, NewJob, SpendCap
 
 S = JobState
 
@@ -68,8 +69,22 @@ async def test_an_audited_transition_keeps_its_event_in_the_same_transaction(sto
 
 async def test_a_new_request_comes_back_from_its_insert(store: JobStore, trips: Trips) -> None:
     job = await store.add_submission(new_job())
-    assert trips.count == 2  # BEGIN with the INSERT … RETURNING, then COMMIT: no read after the commit
+    assert trips.count == 1  # BEGIN, INSERT … RETURNING, COMMIT in one trip: no read after the commit
     assert job == await store.get(job.id)
+
+
+async def test_a_request_let_in_by_its_guardrails_is_one_trip_and_a_refused_one_two(
+    store: JobStore, trips: Trips
+) -> None:
+    rules = Admission(cooldown_seconds=60.0, max_active_jobs=1, price_yen=250,
+                      caps=(SpendCap("guild_daily_cap", 10_000, 0.0, 2e9),))
+    await store.add_submission(new_job(), rules)
+    assert trips.count == 1, "the guardrails are conditions of the INSERT itself"
+    trips.count = 0
+    with pytest.raises(AdmissionRefused) as refused:
+        await store.add_submission(new_job(), rules)
+    assert refused.value.code == "cooldown"
+    assert trips.count == 2, "the write that let nothing in, then one read of why"
 
 
 async def test_fetch_all_is_one_trip(store: JobStore, trips: Trips) -> None:
@@ -78,3 +93,16 @@ async def test_fetch_all_is_one_trip(store: JobStore, trips: Trips) -> None:
     rows = await store.fetch_all("SELECT prompt, user_id FROM jobs")
     assert trips.count == 1
     assert [dict(row) for row in rows] == [{"prompt": "a cat", "user_id": 1}]
+
+
+async def test_only_moves_that_are_redone_if_lost_skip_the_wait_for_the_disk(store: JobStore) -> None:
+    database = store.database
+    assert isinstance(database, SqliteDatabase)
+    said: list[str] = []
+    await database._in_thread(lambda connection: connection.set_trace_callback(said.append))  # on its thread
+    job = await store.add_submission(new_job())
+    for target in (S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED, S.DELIVERED):
+        said.clear()
+        await store.transition(job.id, target, **({"service_job_id": "v1"} if target == S.PENDING else {}))
+        waits = "PRAGMA synchronous=NORMAL" not in said
+        assert waits == (target not in {S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED}), target
