@@ -50,7 +50,9 @@ async def test_writes_that_queue_together_share_one_trip_and_one_commit(db: Sqli
     assert await values(db) == list(range(20))
 
 
-async def test_a_group_holds_at_most_its_limit_so_few_callers_wake_at_once(db: SqliteDatabase, trips: list[int]) -> None:
+async def test_a_group_holds_at_most_its_limit_so_few_callers_wake_at_once(
+    db: SqliteDatabase, trips: list[int]
+) -> None:
     await asyncio.gather(*(db.write_steps(insert(value)) for value in range(GROUP_LIMIT + 1)))
     assert trips[0] == 2
     assert len(await values(db)) == GROUP_LIMIT + 1
