@@ -662,11 +662,15 @@ class JobStore:
         if limit is not None:
             bound = "LIMIT ?"
             params.append(limit)
+        # The batch is picked once, in a CTE of its own: as `WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)`,
+        # PostgreSQL may run the subquery again for each row it updates, and claim past the limit (seen in a test).
         rows = await self._db.fetch_all(
-            f"""UPDATE jobs SET lease_owner = ?, lease_expires_at = ?
-                WHERE id IN (SELECT id FROM jobs WHERE {where} ORDER BY id {bound} {_CLAIM_LOCK[self._db.dialect]})
+            f"""WITH picked AS MATERIALIZED (
+                    SELECT id FROM jobs WHERE {where} ORDER BY id {bound} {_CLAIM_LOCK[self._db.dialect]})
+                UPDATE jobs SET lease_owner = ?, lease_expires_at = ?
+                WHERE id IN (SELECT id FROM picked)
                 RETURNING id, state""",
-            (lease.owner, lease.expires(now), *params),
+            (*params, lease.owner, lease.expires(now)),
         )
         claimed = sorted((int(row[0]), JobState(row[1])) for row in rows)
         moved: list[Job] = []
