@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import logging
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -24,6 +25,8 @@ from typing import Any, Literal, Protocol, TypeVar, cast
 import aiosqlite
 
 from bot.errors import BotError
+
+log = logging.getLogger(__name__)
 
 Dialect = Literal["sqlite", "postgresql"]
 _T = TypeVar("_T")
@@ -188,6 +191,7 @@ class SqliteDatabase:
         # Writes of `write_steps` waiting for the next group commit, and the task that makes it.
         self._queued: list[_Write] = []
         self._committer: asyncio.Task[None] | None = None
+        self._closing = False
 
     @classmethod
     async def open(cls, path: Path | str) -> SqliteDatabase:
@@ -212,8 +216,10 @@ class SqliteDatabase:
         return self._db
 
     async def close(self) -> None:
+        self._closing = True
         if self._committer is not None:
-            await asyncio.gather(self._committer, return_exceptions=True)  # queued writes land first
+            # Queued writes land first; shielded, so a close that is itself cancelled never cuts them off.
+            await asyncio.shield(asyncio.gather(self._committer, return_exceptions=True))
         await self._db.close()
 
     async def schema_version(self) -> int:
@@ -307,6 +313,8 @@ class SqliteDatabase:
     async def write_steps(self, steps: Sequence[Step], *, durable: bool = True) -> list[list[Row]] | None:
         """Group commit: the writes that queue while one is on its way go together in the next trip, each in a
         savepoint of one transaction, under one commit (one fsync) for all."""
+        if self._closing:
+            raise StoreUnavailable("the database is closing")
         statements = [(step.sql, tuple(step.params), step.needs_row) for step in steps]
         written: asyncio.Future[list[list[Row]] | None] = asyncio.get_running_loop().create_future()
         self._queued.append(_Write(statements, durable, written))
@@ -412,7 +420,18 @@ def _group(
         return _grouped(connection, writes)
     finally:
         if not durable:
-            connection.execute(_DURABLE)
+            _restore_durable(connection)
+
+
+def _restore_durable(connection: sqlite3.Connection) -> None:
+    """Back to FULL after a group that did not wait for the disk. If that fails, the group's outcome still
+    stands (it was committed), and the connection is closed: every later write fails loudly (StoreUnavailable)
+    rather than commits without waiting for the disk."""
+    try:
+        connection.execute(_DURABLE)
+    except sqlite3.Error:
+        log.exception("SQLite could not be set back to wait for the disk; closing the connection")
+        connection.close()
 
 
 def _grouped(connection: sqlite3.Connection, writes: Sequence[_Statements]) -> list[list[list[Row]] | Exception | None]:

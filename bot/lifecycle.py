@@ -37,8 +37,9 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     # rejected: the budget cannot pay for it; interrupted: found here after a restart; cancelled: by its
     # requester while it waited for the bot's pacing turn (once `submitting`, it may be on its way: no cancel).
     S.RECEIVED: frozenset({S.SUBMITTING, S.REJECTED, S.INTERRUPTED, S.CANCELLED}),
-    # failed: accepted and charged, but the service's job id is unusable or already held by another request.
-    S.SUBMITTING: frozenset({S.PENDING, S.REJECTED, S.UNKNOWN, S.FAILED}),
+    # failed: accepted and charged, but the service's job id is unusable or already held by another request;
+    # interrupted: the bot stopped while writing it down, before the create left (the sending task knows).
+    S.SUBMITTING: frozenset({S.PENDING, S.REJECTED, S.UNKNOWN, S.FAILED, S.INTERRUPTED}),
     S.PENDING: frozenset({S.IN_PROGRESS, S.COMPLETED, S.FAILED, S.STALLED}),
     S.IN_PROGRESS: frozenset({S.COMPLETED, S.FAILED, S.STALLED}),
     # failed: the service no longer gives the video, or no download succeeded within the retry policy.

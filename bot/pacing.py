@@ -122,7 +122,8 @@ class Pacer:
 class Turn:
     """A slot taken ahead of its request; `release` (once the request is sent) lets the next turn be taken."""
 
-    def __init__(self, gate: asyncio.Semaphore) -> None:
+    def __init__(self, gate: asyncio.Semaphore | None) -> None:
+        """`gate` None: a turn of no pacer, nothing to give back."""
         self._gate: asyncio.Semaphore | None = gate
 
     @property

@@ -423,7 +423,8 @@ class JobStore:
         `owner`: only while that process holds the job's lease (LeaseLost otherwise).
         """
         steps = self._move_steps(job_id, target, changes, owner=owner)
-        results = await self._db.write_steps(steps, durable=target not in REDONE_IF_LOST) if steps else None
+        durable = target not in REDONE_IF_LOST or not changes.keys() <= REDONE_COLUMNS
+        results = await self._db.write_steps(steps, durable=durable) if steps else None
         if results is None:
             await self._refuse_move(job_id, target, owner)
         return _job(results[0][0])
@@ -999,6 +1000,9 @@ class JobStore:
 #: them (the job is polled again, its video downloaded again, for nothing). Every other write waits: a
 #: request acknowledged, a create about to go, a charge, a post, a final message.
 REDONE_IF_LOST = frozenset({S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED})
+#: The columns such a move may set and still be redone: a move that also resets a retry count waits for the disk
+#: (lost, the count would stay, and one more failed download after a power cut could end the job failed).
+REDONE_COLUMNS = frozenset({"next_poll_at", "finished_at", "file_path"})
 
 #: Requests written at once at most (four group commits' worth): 10,000 at once held 20 MiB more (bench/).
 ADMITTING_AT_ONCE = 200
@@ -1093,9 +1097,11 @@ def _marks(values: Sequence[object]) -> str:
 _WORKING_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
 #: States whose requester is owed one final message (a delivered video is its own): held until told.
 _OWED_STATES = (*sorted(FINAL_STATES - {S.DELIVERED}), S.UNDELIVERABLE)
+#: Why a request that never left ends interrupted (at a restart, or by the task stopped before it sent it).
+STOPPED_BEFORE_SENDING = "the bot stopped before the request was sent"
 #: What a request cut off before its answer becomes, at a restart or when another process takes it over.
 _RECOVERY: dict[JobState, tuple[JobState, str]] = {
-    S.RECEIVED: (S.INTERRUPTED, "the bot stopped before the request was sent"),
+    S.RECEIVED: (S.INTERRUPTED, STOPPED_BEFORE_SENDING),
     S.SUBMITTING: (S.UNKNOWN, "the bot stopped while the request was being sent"),
 }
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import email.utils
 import errno
 import json
@@ -53,8 +52,6 @@ from bot.service_checks import safe_job_id, shown_id
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-#: The turn `take_turn` took for this task's next create (a task sends one create at a time).
-_TURN: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("create_turn", default=None)
 
 JOB_STATES = frozenset({"pending", "in_progress", "completed", "failed"})
 JOBS_PATH = "/gateway/videos/jobs"
@@ -268,19 +265,20 @@ class VideoServiceClient:
 
     # -- public calls -------------------------------------------------------------------------
 
-    async def take_turn(self) -> None:
-        """Wait for the pacer now, so that a create sent next with `turn_taken=True` leaves at once.
+    async def take_turn(self) -> Turn:
+        """Wait for the pacer now, so that a create sent next with `turn=` this turn leaves at once.
 
         The caller records "sending" only after this wait: a stop while waiting then leaves a request
         that was never sent, not one whose outcome is unknown.
         """
-        if self._pacer is not None:
-            _TURN.set(await self._pacer.take_turn())
+        return await self._pacer.take_turn() if self._pacer is not None else Turn(None)
 
     async def create(
-        self, prompt: str, seed: int | None = None, model: VideoModel = DEFAULT_MODEL, *, turn_taken: bool = False
+        self, prompt: str, seed: int | None = None, model: VideoModel = DEFAULT_MODEL, *, turn: Turn | None = None
     ) -> RemoteJob:
         """Submit one job, as given: the input was checked once, by `VideoRequests` (bot/validation.py's rules).
+
+        `turn`, from `take_turn`: the first attempt leaves at once and gives it back as it goes.
 
         After a 202: UnusableJobId when the id cannot be used (accepted and charged: never poll it),
         OutcomeUnknown when the answer cannot be read at all.
@@ -294,13 +292,9 @@ class VideoServiceClient:
             nonlocal attempts
             attempts += 1
             # The first attempt's turn may have been taken already; a retry waits for a new one.
-            paced = not (turn_taken and attempts == 1)
-            if not paced:
-                # Sent now: the next create may take its turn.
-                turn = _TURN.get()
-                if turn is not None:
-                    turn.release()
-                    _TURN.set(None)
+            paced = not (turn is not None and attempts == 1)
+            if turn is not None:
+                turn.release()  # sent now (or not at all): the next create may take its turn
             return await self._create_once(model, body, paced=paced)
 
         return await self._retrying(self._create_retry, attempt, "create")

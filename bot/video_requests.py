@@ -26,11 +26,21 @@ from bot.leases import Lease
 from bot.logs import job_fields
 from bot.models import Catalogue, choose_model
 from bot.notices import Notice, SubmissionKind
+from bot.pacing import Turn
 from bot.retry import RECORD_RETRY, RetryPolicy, retrying
 from bot.server_settings import ServerRules
 from bot.server_store import MemberRecord
 from bot.settings import Settings
-from bot.store import AdmissionRefused, IllegalTransition, Job, JobState, JobStore, NewJob, StoreUnavailable
+from bot.store import (
+    STOPPED_BEFORE_SENDING,
+    AdmissionRefused,
+    IllegalTransition,
+    Job,
+    JobState,
+    JobStore,
+    NewJob,
+    StoreUnavailable,
+)
 from bot.tasks import BackgroundTasks
 from bot.validation import check_seed, clean_prompt
 from bot.video_client import KeyInfo, VideoServiceClient
@@ -180,16 +190,41 @@ class VideoRequests:
             raise BudgetTooLow(info.spend, info.max_budget, price, job_id=job.id)
         # The create's turn under the service's rate limit is taken before the write-ahead, so a stop
         # while waiting for it leaves a request that was never sent (interrupted, nothing spent).
-        await self._turn(job, on_waiting)
+        turn = await self._turn(job, on_waiting)
+        # Conditional on the state and on the lease: a create goes at most once, whoever holds it.
+        write_ahead = asyncio.ensure_future(self._store.transition(
+            job.id, JobState.SUBMITTING, owner=self._lease.owner if self._lease is not None else None
+        ))
         try:
-            # Conditional on the state and on the lease: a create goes at most once, whoever holds it.
-            job = await self._unless_cancelled(job, self._store.transition(
-                job.id, JobState.SUBMITTING, owner=self._lease.owner if self._lease is not None else None
-            ))
+            try:
+                job = await self._unless_cancelled(job, asyncio.shield(write_ahead))
+            except asyncio.CancelledError:
+                await self._stopped_before_sending(job, write_ahead)
+                raise
         except StoreUnavailable as exc:
             # No write-ahead, no create: nothing was sent and nothing spent.
+            turn.release()
             raise self._failed(job, "not_recorded", str(exc)) from exc
-        return await self._create_once(job)
+        except BaseException:
+            turn.release()
+            raise
+        return await self._create_once(job, turn)
+
+    async def _stopped_before_sending(self, job: Job, write_ahead: asyncio.Future[Job]) -> None:
+        """Stopped (cancelled) while the write-ahead was on its way: it may still be recorded, as its group
+        commits whoever waits for it, and the create was never sent. Say so now, or start-up would take the
+        `submitting` row for one whose create may have been charged."""
+        try:
+            await write_ahead
+        except Exception as exc:
+            # Not recorded: the row is still `received`, which start-up ends as interrupted.
+            log.info("request %s stopped before its write-ahead: %s", job.reference, exc, extra=job_fields(job))
+            return
+        try:
+            await self._store.transition(job.id, JobState.INTERRUPTED, last_error=STOPPED_BEFORE_SENDING)
+        except Exception:
+            log.warning("request %s stopped before it was sent, but could not be recorded so; start-up will take "
+                        "it for one that may have been charged", job.reference, exc_info=True, extra=job_fields(job))
 
     async def _key_info(self) -> KeyInfo:
         """The key's budget, read once for every request that checks it while a read is on its way.
@@ -203,23 +238,33 @@ class VideoRequests:
         # Shielded: a requester that gives up does not cancel the read the others wait for.
         return await asyncio.shield(self._key_read)
 
-    async def _turn(self, job: Job, on_waiting: Callable[[Job], Awaitable[None]] | None) -> None:
+    async def _turn(self, job: Job, on_waiting: Callable[[Job], Awaitable[None]] | None) -> Turn:
+        """The create's turn, taken in this task: the pacer gives it back when the task ends, so a turn
+        taken in a helper task would be free again before its create left and bound nothing."""
         if on_waiting is None:
-            await self._client.take_turn()
-            return
-        turn = asyncio.ensure_future(self._client.take_turn())
+            return await self._client.take_turn()
+        shown = asyncio.Event()
+        notice = asyncio.ensure_future(self._tell_waiting(job, on_waiting, shown))
         try:
-            done, _ = await asyncio.wait({turn}, timeout=WAITING_NOTICE_SECONDS)
-            if not done:
-                try:
-                    await on_waiting(job)
-                except Exception:
-                    # Only the offer of Cancel is lost; the request goes on.
-                    log.warning("could not show request %s as waiting", job.reference, exc_info=True,
-                                extra=job_fields(job))
-            await turn
-        finally:
-            turn.cancel()
+            turn = await self._client.take_turn()
+        except BaseException:
+            notice.cancel()
+            raise
+        if shown.is_set():
+            await notice  # the offer of Cancel goes out before the request does, never after its outcome
+        else:
+            notice.cancel()
+        return turn
+
+    async def _tell_waiting(self, job: Job, on_waiting: Callable[[Job], Awaitable[None]], shown: asyncio.Event
+                            ) -> None:
+        await asyncio.sleep(WAITING_NOTICE_SECONDS)
+        shown.set()
+        try:
+            await on_waiting(job)
+        except Exception:
+            # Only the offer of Cancel is lost; the request goes on.
+            log.warning("could not show request %s as waiting", job.reference, exc_info=True, extra=job_fields(job))
 
     async def _end_unsent(self, job: Job, *, last_error: str) -> None:
         await self._unless_cancelled(job, self._store.transition(job.id, JobState.REJECTED, last_error=last_error))
@@ -244,10 +289,10 @@ class VideoRequests:
         """Cancel a request not yet sent; raises IllegalTransition once it may be on its way (no cancel then)."""
         return await self._store.cancel_unsent(job_id)
 
-    async def _create_once(self, job: Job) -> Job:
+    async def _create_once(self, job: Job, turn: Turn) -> Job:
         price = self.catalogue.price_of(job.model)
         try:
-            remote = await self._client.create(job.prompt, job.seed, self.catalogue.get(job.model), turn_taken=True)
+            remote = await self._client.create(job.prompt, job.seed, self.catalogue.get(job.model), turn=turn)
         except Rejected as exc:
             await self._store.transition(job.id, JobState.REJECTED, last_error=exc.reason)
             raise self._failed(job, "rejected", exc.reason) from exc

@@ -702,7 +702,9 @@ class JobWorker:
                      job.file_path, extra=job_fields(job))
         size = await self._client.download(job.service_job_id, destination, max_bytes=self._config.max_download_bytes)
         log.info("downloaded %s (%d bytes)", job.reference, size, extra=job_fields(job))
-        fresh = {"file_path": str(destination), "step_attempts": 0, "step_failing_since": None}
+        fresh: dict[str, object] = {"file_path": str(destination)}
+        if job.step_attempts or job.step_failing_since is not None:
+            fresh |= {"step_attempts": 0, "step_failing_since": None}  # a count to reset: that move waits for the disk
         if again:
             job = await self._update(job.id, **fresh)
             return job

@@ -3,14 +3,14 @@
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiosqlite
 import pytest
 
-from bot.database import GROUP_LIMIT, SqliteDatabase, Step, StoreUnavailable
+from bot.database import _DURABLE, GROUP_LIMIT, SqliteDatabase, Step, StoreUnavailable, _group
 
 
 @pytest.fixture
@@ -187,3 +187,62 @@ async def test_only_a_group_of_writes_that_are_redone_if_lost_commits_without_wa
     assert await syncs(False, True) == ["COMMIT"], "one write that must survive a power cut makes the group wait"
     rows = await db.connection.execute_fetchall("PRAGMA synchronous")
     assert [tuple(row) for row in rows] == [(2,)], "every other write waits for the disk again (FULL)"
+
+
+async def test_a_close_that_is_cancelled_still_lets_queued_writes_land(tmp_path: Path) -> None:
+    db = await SqliteDatabase.open(tmp_path / "t.sqlite3")
+    await db.execute("CREATE TABLE t (v INTEGER PRIMARY KEY)")
+    writing = asyncio.create_task(db.write_steps(insert(1)))
+    await asyncio.sleep(0)  # queued: its group is on its way
+    closing = asyncio.create_task(db.close())
+    await asyncio.sleep(0)
+    closing.cancel()
+    assert [[tuple(row) for row in rows] for rows in await writing or []] == [[(1,)]]
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    assert await values(db) == [1]
+    await db.close()
+
+
+async def test_a_write_after_close_began_is_refused_as_unavailable(tmp_path: Path) -> None:
+    db = await SqliteDatabase.open(tmp_path / "t.sqlite3")
+    await db.close()
+    with pytest.raises(StoreUnavailable):
+        await db.write_steps(insert(1))
+
+
+class _RestoreFails:
+    """A connection whose return to synchronous=FULL fails (an I/O error), otherwise SQLite's own."""
+
+    def __init__(self, real: sqlite3.Connection) -> None:
+        self.real = real
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.real.in_transaction
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        if sql == _DURABLE:
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.real.execute(sql, params)
+
+    def close(self) -> None:
+        self.real.close()
+
+
+def test_a_group_committed_without_the_disk_stands_if_full_cannot_be_restored_and_the_connection_closes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.sqlite3"
+    real = sqlite3.connect(path, isolation_level=None)
+    real.execute("CREATE TABLE t (v INTEGER PRIMARY KEY)")
+    outcomes = _group(cast(sqlite3.Connection, _RestoreFails(real)),
+                      [[("INSERT INTO t (v) VALUES (?) RETURNING v", (1,), False)]], durable=False)
+    [written] = outcomes
+    assert isinstance(written, list), "committed: reported recorded, not failed"
+    assert [[tuple(row) for row in rows] for rows in written] == [[(1,)]]
+    with pytest.raises(sqlite3.ProgrammingError):
+        real.execute("SELECT 1")  # closed: no later write commits without waiting for the disk
+    again = sqlite3.connect(path)
+    assert again.execute("SELECT v FROM t").fetchall() == [(1,)]
+    again.close()

@@ -165,8 +165,7 @@ async def test_the_client_gives_the_turn_back_as_it_sends_the_create(
     all_sent = asyncio.Event()
 
     async def submit(prompt: str) -> None:
-        await client.take_turn()
-        await client.create(prompt, turn_taken=True)
+        await client.create(prompt, turn=await client.take_turn())
         if simulator.creates_received == 3:
             all_sent.set()
         await all_sent.wait()  # the task lives on, as a command's does: only the send can free the turn

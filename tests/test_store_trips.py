@@ -106,3 +106,10 @@ async def test_only_moves_that_are_redone_if_lost_skip_the_wait_for_the_disk(sto
         await store.transition(job.id, target, **({"service_job_id": "v1"} if target == S.PENDING else {}))
         waits = "PRAGMA synchronous=NORMAL" not in said
         assert waits == (target not in {S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED}), target
+    retried = await store.add_submission(new_job())
+    for target in (S.SUBMITTING, S.PENDING, S.COMPLETED):
+        await store.transition(retried.id, target, **({"service_job_id": "v2"} if target == S.PENDING else {}))
+    await store.update(retried.id, step_attempts=2)
+    said.clear()
+    await store.transition(retried.id, S.DOWNLOADED, file_path="v.mp4", step_attempts=0, step_failing_since=None)
+    assert "PRAGMA synchronous=NORMAL" not in said, "a download that resets a retry count must survive a power cut"

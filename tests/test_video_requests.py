@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -123,5 +124,87 @@ async def test_a_burst_of_requests_reads_the_budget_once(
         assert {(await store.get(job.id)).state for job in jobs} == {JobState.PENDING}
         await requests.send(await requests.record(request("later")))  # a request after the burst reads again
         assert simulator.key_info_requests == 2
+    finally:
+        await store.close()
+
+
+async def test_on_the_video_path_a_create_holds_its_turn_until_it_is_sent(
+    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """With a Cancel offer (`on_waiting`) the turn is still the request's own: while one write-ahead stalls, a
+    pacer of one turn lets no second create through, so stalled writes never release a clump of creates."""
+    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
+                            MAX_ACTIVE_JOBS_PER_USER="10")
+    store = await JobStore.open(settings.database_path)
+    client = build_client(settings, http_session, pacer=Pacer(1000.0, turns=1), create_retry=CREATE_RETRY,
+                          read_retry=READ_RETRY)
+    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
+    stalled = asyncio.Event()
+    writing: list[int] = []
+    transition = store.transition
+
+    async def stalling_transition(job_id: int, target: JobState, **changes: Any) -> Job:
+        if target == JobState.SUBMITTING:
+            writing.append(job_id)
+            await stalled.wait()
+        return await transition(job_id, target, **changes)
+
+    async def waiting(job: Job) -> None:
+        pass
+
+    store.transition = stalling_transition  # type: ignore[method-assign]
+    try:
+        jobs = [await requests.record(request(f"stalled {i}")) for i in range(2)]
+        sending = [asyncio.create_task(requests.send(job, on_waiting=waiting)) for job in jobs]
+        async with asyncio.timeout(5.0):
+            while not writing:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        assert len(writing) == 1, "a second request took a turn while the first one's create had not left"
+        stalled.set()
+        async with asyncio.timeout(5.0):
+            await asyncio.gather(*sending)
+        assert simulator.creates_received == 2
+        assert {(await store.get(job.id)).state for job in jobs} == {JobState.PENDING}
+    finally:
+        await store.close()
+
+
+async def test_a_request_stopped_during_its_write_ahead_ends_interrupted_not_maybe_charged(
+    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """A stop that cancels `send` after the write-ahead was committed but before its answer came back (a group
+    commit writes it whoever still waits): nothing was sent, so the request ends interrupted and owed its final
+    message, not left `submitting` for start-up to call "may have been charged"."""
+    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0")
+    store = await JobStore.open(settings.database_path)
+    client = build_client(settings, http_session, pacer=Pacer(1000.0), create_retry=CREATE_RETRY,
+                          read_retry=READ_RETRY)
+    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
+    recorded = asyncio.Event()
+    answer = asyncio.Event()
+    transition = store.transition
+
+    async def late_answer(job_id: int, target: JobState, **changes: Any) -> Job:
+        moved = await transition(job_id, target, **changes)
+        if target == JobState.SUBMITTING:
+            recorded.set()
+            await answer.wait()  # committed; the answer is still on its way back
+        return moved
+
+    store.transition = late_answer  # type: ignore[method-assign]
+    try:
+        job = await requests.record(request("stopped mid-write"))
+        sending = asyncio.create_task(requests.send(job))
+        async with asyncio.timeout(5.0):
+            await recorded.wait()
+        sending.cancel()
+        await asyncio.sleep(0.05)
+        answer.set()
+        with pytest.raises(asyncio.CancelledError):
+            await sending
+        ended = await store.get(job.id)
+        assert (ended.state, ended.charged_yen, ended.told_at) == (JobState.INTERRUPTED, 0, None)
+        assert simulator.creates_received == 0
     finally:
         await store.close()

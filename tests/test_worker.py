@@ -353,6 +353,8 @@ async def test_download_retried_after_server_errors(
     job = await submit(store, client)
     # Three 5xx answers exhaust the client's own retries; the worker then tries the download again.
     sim.inject("download", 503, times=4)
+    # The upload then gets all its own attempts: the download's failure is not counted against it.
+    deliverer.fail_next(FAST_STEPS.attempts - 1, ConnectionResetError("Discord went away"))
     worker = make_worker(store, client, deliverer)
     worker.start()
 
