@@ -41,7 +41,7 @@ from bot.app import build_client, freeze_start_up, open_services, worker_config
 from bot.database import StoreUnavailable
 from bot.errors import BotError, SubmissionFailed
 from bot.models import DEFAULT_MODEL
-from bot.pacing import Pacer, create_turns
+from bot.pacing import Pacer, service_pacer
 from bot.retry import CREATE_RETRY, READ_RETRY
 from bot.settings import Settings, read_settings
 from bot.store import IN_FLIGHT_STATES, JobState, JobStore, NewJob
@@ -104,7 +104,7 @@ def make_pacer(settings: Settings, scale: TimeScale, burst: int | None = None) -
     """The bot's pacer at the compressed rate (a burst and the turns are counts of requests: compressing time
     leaves them)."""
     rate = settings.max_requests_per_second
-    return Pacer(scale.rate(rate), burst=burst if burst is not None else bot_burst(rate), turns=create_turns(rate))
+    return service_pacer(rate, run_rate=scale.rate(rate), burst=burst if burst is not None else bot_burst(rate))
 
 
 def make_client(

@@ -49,6 +49,35 @@ def test_without_burst_every_call_is_spaced() -> None:
     assert [s - clock.now for s in starts] == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])
 
 
+@pytest.mark.parametrize(("slack", "last"), [(0.0, 0.50), (0.25, 0.415)])
+async def test_with_slack_a_caller_a_little_late_keeps_the_schedule(slack: float, last: float) -> None:
+    """As the worker does: ask when a request may leave, wake 20 ms late, send. Without slack each late wake-up
+    moves every later slot out (5 calls take 80 ms more than the rate); with it, the rate is kept."""
+    clock = FakeClock(0.0)
+
+    async def sleep(seconds: float) -> None:
+        clock.now += seconds
+
+    pacer = Pacer(10.0, slack=slack, clock=clock, sleep=sleep)
+    left: list[float] = []
+    for _ in range(5):
+        clock.now += pacer.ready_in() + 0.02
+        await pacer.wait()
+        left.append(clock.now)
+    assert left[-1] == pytest.approx(last)
+
+
+def test_slack_never_lets_two_calls_closer_than_its_share_of_an_interval() -> None:
+    clock = FakeClock()
+    pacer = Pacer(10.0, slack=0.25, clock=clock)
+
+    starts = start_times(pacer, clock, 11)
+
+    gaps = [later - earlier for earlier, later in pairwise(starts)]
+    assert min(gaps) == pytest.approx(0.075)
+    assert starts[-1] - starts[0] == pytest.approx(1.0 - 0.025), "on average, still one call per interval"
+
+
 def test_the_burst_comes_back_after_a_quiet_spell() -> None:
     clock = FakeClock()
     pacer = Pacer(2.0, burst=2, clock=clock)
