@@ -6,7 +6,6 @@ Write-ahead rule: a row exists in `submitting` before a create request leaves th
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import time
@@ -286,8 +285,6 @@ class JobStore:
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
         self._clock = clock
-        # Requests being written at once: a burst beyond it waits here, before its row and guardrails are built.
-        self._admitting = asyncio.Semaphore(ADMITTING_AT_ONCE)
 
     @classmethod
     async def open(cls, path: Path | str, *, clock: Callable[[], float] = time.time) -> JobStore:
@@ -376,11 +373,10 @@ class JobStore:
         `lease`: the creating process holds it from the first moment (in the same INSERT), so no other
         process can claim it while it is being sent.
         """
-        async with self._admitting:
-            for _ in range(ADMISSION_TRIES):
-                job = await self._admit(new, admission, lease)
-                if job is not None:
-                    return job
+        for _ in range(ADMISSION_TRIES):
+            job = await self._admit(new, admission, lease)
+            if job is not None:
+                return job
         raise StoreUnavailable("other requests kept changing what the guardrails count: try again")
 
     async def _admit(self, new: NewJob, admission: Admission | None, lease: Lease | None) -> Job | None:
@@ -1003,9 +999,6 @@ REDONE_IF_LOST = frozenset({S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED})
 #: The columns such a move may set and still be redone: a move that also resets a retry count waits for the disk
 #: (lost, the count would stay, and one more failed download after a power cut could end the job failed).
 REDONE_COLUMNS = frozenset({"next_poll_at", "finished_at", "file_path"})
-
-#: Requests written at once at most (four group commits' worth): 10,000 at once held 20 MiB more (bench/).
-ADMITTING_AT_ONCE = 200
 
 #: Writes of a request whose refusal could not be read back as it was (another request changed the count).
 ADMISSION_TRIES = 3

@@ -8,7 +8,6 @@ import bot.store
 from bot.database import SqliteDatabase, Step
 from bot.leases import Lease
 from bot.store import (
-    ADMITTING_AT_ONCE,
     SCHEMA_VERSION,
     TRANSITIONS,
     Admission,
@@ -422,28 +421,6 @@ async def test_admission_edges_a_cooldown_just_over_and_a_cap_reached_exactly(op
     assert refused.value.params == {"spent": 500, "cap": 500, "left": 0}
     assert refused.value.retry_at == cap.end
     await store.add_submission(new_job(user_id=2), rules)  # another member's own cap
-
-
-async def test_a_burst_of_requests_is_written_a_bounded_number_at_a_time(
-    store: JobStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    inside, most = 0, 0
-    real = store._admit
-
-    async def counted(*args: object) -> object:
-        nonlocal inside, most
-        inside += 1
-        most = max(most, inside)
-        await asyncio.sleep(0.001)  # every request of the burst arrives while the first are being written
-        try:
-            return await real(*args)  # type: ignore[arg-type]
-        finally:
-            inside -= 1
-
-    monkeypatch.setattr(store, "_admit", counted)
-    jobs = await asyncio.gather(*(store.add_submission(new_job(user_id=n)) for n in range(ADMITTING_AT_ONCE * 2)))
-    assert len({job.id for job in jobs}) == ADMITTING_AT_ONCE * 2
-    assert most == ADMITTING_AT_ONCE
 
 
 async def test_admission_is_race_free(store: JobStore) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from bot.pacing import Pacer
 from bot.retry import CREATE_RETRY, READ_RETRY
 from bot.simulator import VideoServiceSimulator
 from bot.store import IllegalTransition, Job, JobState, JobStore, NewJob
-from bot.video_requests import RequestCancelled, VideoRequests
+from bot.video_requests import RECORDING_AT_ONCE, RequestCancelled, VideoRequests
 from tests.cogs.helpers import bot_settings
 from tests.conftest import SIM_KEY
 
@@ -206,5 +208,37 @@ async def test_a_request_stopped_during_its_write_ahead_ends_interrupted_not_may
         ended = await store.get(job.id)
         assert (ended.state, ended.charged_yen, ended.told_at) == (JobState.INTERRUPTED, 0, None)
         assert simulator.creates_received == 0
+    finally:
+        await store.close()
+
+
+async def test_a_burst_of_requests_is_written_down_a_bounded_number_at_a_time(
+    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """Reads of the rules and the admission write together: the rest of a burst waits in line, not on the
+    database's queue."""
+    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0")
+    store = await JobStore.open(settings.database_path)
+    client = build_client(settings, http_session, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
+    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
+    inside, most = 0, 0
+    record = requests._record
+
+    async def counted(new: NewJob, role_ids: Collection[int]) -> Job:
+        nonlocal inside, most
+        inside += 1
+        most = max(most, inside)
+        try:
+            await asyncio.sleep(0.001)  # every request of the burst arrives while the first are being written
+            return await record(new, role_ids)
+        finally:
+            inside -= 1
+
+    requests._record = counted  # type: ignore[method-assign, assignment]
+    try:
+        burst = RECORDING_AT_ONCE * 2
+        jobs = await asyncio.gather(*(requests.record(replace(request(f"burst {n}"), user_id=n)) for n in range(burst)))
+        assert len({job.id for job in jobs}) == burst
+        assert most == RECORDING_AT_ONCE
     finally:
         await store.close()
