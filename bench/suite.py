@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-concurrency", type=int, default=None,
                         help="MAX_CONCURRENT_POLLS (default: the bot's setting default)")
     parser.add_argument("--pacer-burst", type=int, default=None,
-                        help="the pacer's burst (default: what the bot gives it, one second's worth)")
+                        help="the pacer's burst (default: what the bot gives it: 1, one request at a time)")
     parser.add_argument("--latency-ms", type=float, default=0.0,
                         help="delay of every answer, production ms (default: loopback only)")
     parser.add_argument("--only", default=None, help="comma-separated run names, e.g. ours-100,baseline-100")

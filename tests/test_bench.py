@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import suite
+from bench import limit_model, suite
 from bench.report import add_targets, combine, percentile, render_markdown
 from bench.sim_server import CompressedPlatform
 from bench.timescale import TimeScale
@@ -208,3 +208,12 @@ def test_the_report_gives_each_target_the_verdict_its_figures_earn() -> None:
         ("all", "whole benchmark wall time"): "FAIL",  # the limit is strictly under 1,200 s
     }
     assert _verdicts(markdown) == expected
+
+
+def test_the_limit_model_detects_every_job_and_ranks_the_longest_waiting_poll_best_at_the_tail() -> None:
+    due = limit_model.run(limit_model.due_order, seed=1)
+    chance = limit_model.run(limit_model.chance_order, seed=1)
+    for outcome in (due, chance):
+        assert 0.0 <= outcome.lag_p50 <= outcome.lag_p99 <= outcome.lag_max
+        assert outcome.polls_per_job >= 1.0  # every job was found done by a poll
+    assert chance.lag_p50 < due.lag_p50 and due.lag_p99 < chance.lag_p99
