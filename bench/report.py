@@ -462,9 +462,10 @@ def _method(runs: Sequence[Mapping[str, Any]], k: float) -> list[str]:
         "database) divided by the status requests. CPU busy: the share of one core used, well below 1 when the "
         "loop is not CPU-bound. Floor: `ceil(duration / interval)` status requests per job. DB bytes per job: "
         "the SQLite file after the run.",
-        "- Worst stall: how late a 5 ms sleep on the loop woke up, at most (run ms); `of it on the CPU`: the part "
-        "of that late wake-up the loop's thread spent running. On a shared machine a descheduled process wakes "
-        "late too; only the CPU part is work blocking the loop. `once requests were in`: the same from the moment "
+        "- Worst stall: the event loop's longest turn, from the selector's answer to its next wait (run ms): "
+        "whatever became ready meanwhile waited that long. `of it on the CPU`: the part of that turn the loop's "
+        "thread spent running. On a shared machine a descheduled process has long turns too; only the CPU part is "
+        "work blocking the loop. `once requests were in`: the same from the moment "
         "every request of the run had its answer (jobs in flight, none arriving), beside the whole run's, which the "
         "target judges.",
         "",

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench import limit_model, suite
 from bench.report import add_targets, combine, percentile, render_markdown
+from bench.run_one import StallMonitor
 from bench.sim_server import CompressedPlatform
 from bench.timescale import TimeScale
 from bot.simulator import VideoServiceSimulator
@@ -217,3 +220,20 @@ def test_the_limit_model_detects_every_job_and_ranks_the_longest_waiting_poll_be
         assert 0.0 <= outcome.lag_p50 <= outcome.lag_p99 <= outcome.lag_max
         assert outcome.polls_per_job >= 1.0  # every job was found done by a poll
     assert chance.lag_p50 < due.lag_p50 and due.lag_p99 < chance.lag_p99
+
+
+async def test_the_stall_monitor_times_the_longest_turn_and_its_part_on_the_cpu() -> None:
+    monitor = StallMonitor()
+    monitor.start()
+    try:
+        await asyncio.sleep(0.01)  # a turn or two of nothing
+        time.sleep(0.08)  # noqa: ASYNC251 - a turn that blocks the loop, off the CPU: what is measured
+        await asyncio.sleep(0)
+        spin_until = time.thread_time() + 0.03
+        while time.thread_time() < spin_until:  # a turn that works 30 ms on the CPU
+            pass
+        await asyncio.sleep(0.01)
+    finally:
+        await monitor.stop()
+    assert monitor.worst >= 0.08
+    assert 0.03 <= monitor.worst_busy < 0.07, "the blocked turn's wait is not counted as work on the CPU"
