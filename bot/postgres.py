@@ -276,6 +276,10 @@ class PostgresDatabase:
         with _postgres_errors():
             return list(await target.fetch(translate(sql), *params))
 
+    async def fetch_many(self, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Row]]:
+        """One after the other: a trip to the server each (there is no thread to save a trip to)."""
+        return [await self.fetch_all(sql, params) for sql, params in queries]
+
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         rows = await self.fetch_all(sql, params)
         return rows[0] if rows else None

@@ -206,6 +206,13 @@ class Change:
     new: Any
 
 
+@dataclass(frozen=True)
+class RequestRules:
+    server: ServerSettings
+    member: MemberRecord
+    blocklist: list[str]
+
+
 class ServerRules:
     """Reads and changes one server's settings, blocklist and member records."""
 
@@ -264,6 +271,14 @@ class ServerRules:
 
     async def member(self, guild_id: int, user_id: int) -> MemberRecord:
         return await self.store.member(guild_id, user_id)
+
+    async def for_request(self, guild_id: int | None, user_id: int) -> RequestRules:
+        """The server's settings, the member's record and the blocklist a request is checked against, read
+        together from the database now (so a change an admin made a moment ago holds)."""
+        if guild_id is None:
+            return RequestRules(self.defaults, MemberRecord(), [])
+        stored = await self.store.request_rules(guild_id, user_id)
+        return RequestRules(self._effective(guild_id, stored.settings), stored.member, stored.blocklist)
 
 
 def _changes(checked: Mapping[SettingKey, Any], current: ServerSettings) -> tuple[SettingWrites, list[Change]]:

@@ -55,6 +55,39 @@ def _event(row: Row) -> Event:
     )
 
 
+@dataclass(frozen=True)
+class StoredRules:
+    settings: dict[str, StoredSetting]
+    member: MemberRecord
+    blocklist: list[str]
+
+
+_SETTINGS = "SELECT key, value, updated_at, updated_by FROM server_settings WHERE guild_id = ?"
+_MEMBER = "SELECT blocked_at, quota_reset_at FROM members WHERE guild_id = ? AND user_id = ?"
+_BLOCKLIST = "SELECT term FROM blocklist WHERE guild_id = ? ORDER BY term"
+
+
+def _settings(rows: list[Row]) -> dict[str, StoredSetting]:
+    stored: dict[str, StoredSetting] = {}
+    for row in rows:
+        try:
+            value = json.loads(row["value"])
+        except ValueError:
+            continue  # a damaged row: the setting's default holds (ServerRules.effective says so in the log)
+        stored[row["key"]] = StoredSetting(value, row["updated_at"], row["updated_by"])
+    return stored
+
+
+def _member(rows: list[Row]) -> MemberRecord:
+    if not rows:
+        return MemberRecord()
+    return MemberRecord(blocked=rows[0]["blocked_at"] is not None, quota_reset_at=rows[0]["quota_reset_at"])
+
+
+def _terms(rows: list[Row]) -> list[str]:
+    return [row["term"] for row in rows]
+
+
 class ServerStore:
     def __init__(self, jobs: JobStore) -> None:
         self._db = jobs
@@ -62,17 +95,15 @@ class ServerStore:
     # -- settings -------------------------------------------------------------------------------
 
     async def settings(self, guild_id: int) -> dict[str, StoredSetting]:
-        rows = await self._db.fetch_all(
-            "SELECT key, value, updated_at, updated_by FROM server_settings WHERE guild_id = ?", (guild_id,)
+        return _settings(await self._db.fetch_all(_SETTINGS, (guild_id,)))
+
+    async def request_rules(self, guild_id: int, user_id: int) -> StoredRules:
+        """What a request from `user_id` is checked against: the server's settings, the member's record and the
+        blocklist, read together (on SQLite in one trip: a burst of requests made three each before)."""
+        settings, member, blocklist = await self._db.fetch_many(
+            [(_SETTINGS, (guild_id,)), (_MEMBER, (guild_id, user_id)), (_BLOCKLIST, (guild_id,))]
         )
-        stored: dict[str, StoredSetting] = {}
-        for row in rows:
-            try:
-                value = json.loads(row["value"])
-            except ValueError:
-                continue  # a damaged row: the setting's default holds (ServerRules.effective says so in the log)
-            stored[row["key"]] = StoredSetting(value, row["updated_at"], row["updated_by"])
-        return stored
+        return StoredRules(_settings(settings), _member(member), _terms(blocklist))
 
     async def edit_settings(
         self, guild_id: int, by_user_id: int, decide: Callable[[dict[str, StoredSetting]], tuple[SettingWrites, _T]]
@@ -115,10 +146,7 @@ class ServerStore:
     # -- blocklist --------------------------------------------------------------------------------
 
     async def blocklist(self, guild_id: int) -> list[str]:
-        rows = await self._db.fetch_all(
-            "SELECT term FROM blocklist WHERE guild_id = ? ORDER BY term", (guild_id,)
-        )
-        return [row["term"] for row in rows]
+        return _terms(await self._db.fetch_all(_BLOCKLIST, (guild_id,)))
 
     async def add_term(self, guild_id: int, term: str, by_user_id: int) -> bool:
         """False when the term was already there. The event names no term: log lines never show one."""
@@ -146,12 +174,7 @@ class ServerStore:
     # -- members ----------------------------------------------------------------------------------
 
     async def member(self, guild_id: int, user_id: int) -> MemberRecord:
-        row = await self._db.fetch_one(
-            "SELECT blocked_at, quota_reset_at FROM members WHERE guild_id = ? AND user_id = ?", (guild_id, user_id)
-        )
-        if row is None:
-            return MemberRecord()
-        return MemberRecord(blocked=row["blocked_at"] is not None, quota_reset_at=row["quota_reset_at"])
+        return _member(await self._db.fetch_all(_MEMBER, (guild_id, user_id)))
 
     async def set_member(
         self, guild_id: int, user_id: int, by_user_id: int, *, blocked: bool | None = None, reset_quota: bool = False

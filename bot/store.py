@@ -357,6 +357,10 @@ class JobStore:
         """Rows by position and by column name (inside `transaction()`: read in it)."""
         return await self._db.fetch_all(sql, params)
 
+    async def fetch_many(self, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Row]]:
+        """Several reads at once: on SQLite one trip to its thread (and one wake-up of the loop), not one each."""
+        return await self._db.fetch_many(queries)
+
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         return await self._db.fetch_one(sql, params)
 

@@ -29,7 +29,6 @@ from bot.notices import Notice, SubmissionKind
 from bot.pacing import Turn
 from bot.retry import RECORD_RETRY, RetryPolicy, retrying
 from bot.server_settings import ServerRules
-from bot.server_store import MemberRecord
 from bot.settings import Settings
 from bot.store import (
     STOPPED_BEFORE_SENDING,
@@ -148,21 +147,19 @@ class VideoRequests:
 
     async def _record(self, request: NewJob, role_ids: Collection[int]) -> Job:
         guardrails.check_host(self._settings, request.guild_id, paused=await self.paused())
-        server = await self.rules.effective(request.guild_id)
+        rules = await self.rules.for_request(request.guild_id, request.user_id)
+        server = rules.server
         model = choose_model(
             self.catalogue, request.model or None, allowed=server.allowed_models, default=server.default_model
         )
         prompt, seed = self.validate(request.prompt, request.seed, model.id)
         price = self.catalogue.price_of(model.id)
         try:
-            member = MemberRecord()
-            if request.guild_id is not None:
-                member = await self.rules.member(request.guild_id, request.user_id)
-                guardrails.check_prompt(prompt, await self.rules.store.blocklist(request.guild_id))
-            guardrails.check_member(server, member, request.channel_id, role_ids)
+            guardrails.check_prompt(prompt, rules.blocklist)
+            guardrails.check_member(server, rules.member, request.channel_id, role_ids)
             return await self._store.add_submission(
                 replace(request, model=model.id, prompt=prompt, seed=seed, price_yen=price),
-                guardrails.admission(server, member, self._clock(), price),
+                guardrails.admission(server, rules.member, self._clock(), price),
                 lease=self._lease,
             )
         except AdmissionRefused as refusal:

@@ -122,3 +122,23 @@ async def test_two_processes_editing_one_list_at_once_both_keep_their_changes(op
     # Each event's "old" is what the other process had written just before: no change was made over a stale read.
     added = sorted(len(e.details["new"]) for e in history if e.details["key"] == "allowed_channel_ids")
     assert added == list(range(1, 21))
+
+
+async def test_a_request_reads_the_same_rules_together_as_one_at_a_time(open_store: StoreOpener) -> None:
+    store = await open_store()
+    rules = server_rules(store, read_settings(ENV))
+    try:
+        await rules.change(10, 900, {"max_active_jobs": 3})
+        await rules.store.add_term(10, "forbidden", 900)
+        await rules.store.set_member(10, 7, 900, blocked=True)
+        for user_id in (7, 8):
+            together = await rules.for_request(10, user_id)
+            assert together.server == await rules.effective(10)
+            assert together.member == await rules.member(10, user_id)
+            assert together.blocklist == await rules.store.blocklist(10) == ["forbidden"]
+        assert (await rules.for_request(10, 7)).member.blocked and not (await rules.for_request(10, 8)).member.blocked
+        assert (await rules.for_request(11, 7)).server.max_active_jobs != 3, "another server keeps its own"
+        direct = await rules.for_request(None, 7)  # a DM: no server's rules
+        assert (direct.server, direct.member.blocked, direct.blocklist) == (rules.defaults, False, [])
+    finally:
+        await store.close()

@@ -11,6 +11,7 @@ import aiosqlite
 import pytest
 
 from bot.database import SqliteDatabase
+from bot.server_store import ServerStore
 from bot.store import Admission, AdmissionRefused, JobState, JobStore, NewJob, SpendCap
 
 S = JobState
@@ -113,3 +114,10 @@ async def test_only_moves_that_are_redone_if_lost_skip_the_wait_for_the_disk(sto
     said.clear()
     await store.transition(retried.id, S.DOWNLOADED, file_path="v.mp4", step_attempts=0, step_failing_since=None)
     assert "PRAGMA synchronous=NORMAL" not in said, "a download that resets a retry count must survive a power cut"
+
+
+async def test_a_requests_server_rules_are_read_in_one_trip(store: JobStore, trips: Trips) -> None:
+    rules = ServerStore(store)
+    trips.count = 0
+    await rules.request_rules(10, 1)
+    assert trips.count == 1
