@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 
@@ -39,7 +40,8 @@ class Pacer:
         # The same account kept on the moments calls really went (a late wake-up goes later than its slot).
         self._sent_arrival = 0.0
         self._turns = turns  # turns taken ahead of their request, outstanding at once
-        self._ahead: asyncio.Semaphore | None = None  # made on first use, inside the running loop
+        self._key_turns = turns  # for the whole limit, of which `share` keeps a part as it does of the rate
+        self._ahead: Turns | None = None  # made on first use, inside the running loop
 
     @property
     def rate(self) -> float:
@@ -68,6 +70,10 @@ class Pacer:
         rate = self._key_rate / max(1, processes)
         if rate != self.rate:
             self.set_rate(rate)
+        # Turns bound how many late creates may leave at once: per process, its share of them too.
+        self._turns = max(1, self._key_turns // max(1, processes))
+        if self._ahead is not None:
+            self._ahead.set_limit(self._turns)
         return rate
 
     def reserve(self) -> float:
@@ -108,8 +114,8 @@ class Pacer:
         A turn that is never used frees itself when its task ends, and after TURN_EXPIRY_S at the latest.
         """
         if self._ahead is None:
-            self._ahead = asyncio.Semaphore(self._turns)
-        await self._ahead.acquire()
+            self._ahead = Turns(self._turns)
+        await self._ahead.take()
         turn = Turn(self._ahead)
         try:
             await self.wait()
@@ -123,21 +129,61 @@ class Pacer:
         return turn
 
 
+class Turns:
+    """At most `limit` turns out at once, handed out first come, first served; the limit may change while
+    turns are out (a lower one holds back the next turns until enough are given back)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.out = 0
+        self._waiting: deque[asyncio.Future[None]] = deque()
+
+    async def take(self) -> None:
+        if self.out < self.limit and not self._waiting:
+            self.out += 1
+            return
+        handed = asyncio.get_running_loop().create_future()
+        self._waiting.append(handed)
+        try:
+            await handed  # counted in `out` by whoever handed it over
+        except asyncio.CancelledError:
+            if handed.done() and not handed.cancelled():
+                self.give_back()  # handed over and cancelled in the same moment: the next one has it
+            elif handed in self._waiting:
+                self._waiting.remove(handed)
+            raise
+
+    def give_back(self) -> None:
+        self.out -= 1
+        self._hand_out()
+
+    def set_limit(self, limit: int) -> None:
+        self.limit = limit
+        self._hand_out()
+
+    def _hand_out(self) -> None:
+        while self._waiting and self.out < self.limit:
+            handed = self._waiting.popleft()
+            if not handed.done():  # a waiter cancelled meanwhile is passed over
+                self.out += 1
+                handed.set_result(None)
+
+
 class Turn:
     """A slot taken ahead of its request; `release` (once the request is sent) lets the next turn be taken."""
 
-    def __init__(self, gate: asyncio.Semaphore | None) -> None:
-        """`gate` None: a turn of no pacer, nothing to give back."""
-        self._gate: asyncio.Semaphore | None = gate
+    def __init__(self, turns: Turns | None) -> None:
+        """`turns` None: a turn of no pacer, nothing to give back."""
+        self._turns = turns
 
     @property
     def released(self) -> bool:
-        return self._gate is None
+        return self._turns is None
 
     def release(self) -> None:
-        if self._gate is not None:
-            self._gate.release()
-            self._gate = None
+        if self._turns is not None:
+            self._turns.give_back()
+            self._turns = None
 
 
 #: Seconds after which a turn taken and never used is given back anyway (its task normally ends sooner).

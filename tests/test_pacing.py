@@ -9,7 +9,7 @@ from itertools import pairwise
 import aiohttp
 import pytest
 
-from bot.pacing import Pacer, create_turns, service_pacer
+from bot.pacing import Pacer, Turns, create_turns, service_pacer
 from bot.simulator import VideoServiceSimulator
 from bot.video_client import VideoServiceClient
 from tests.conftest import SIM_KEY
@@ -238,3 +238,43 @@ async def test_callers_woken_together_by_a_busy_loop_still_leave_one_interval_ap
     assert left[1] == 1.0
     assert left[2] >= 1.1, "the late sleepers must not leave together"
     assert pacer.ready_in() > 0
+
+
+async def test_a_process_sharing_the_key_takes_its_share_of_the_turns_too() -> None:
+    pacer = Pacer(1000.0, burst=100, turns=4, clock=FakeClock())
+    assert pacer.share(2) == 500.0
+    held = [await pacer.take_turn() for _ in range(2)]
+    third = asyncio.create_task(pacer.take_turn())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not third.done(), "two processes at 4 turns each would let 8 late creates out at once"
+    pacer.share(1)  # the other process stopped: its turns come back
+    async with asyncio.timeout(1.0):
+        held.append(await third)
+    for turn in held:
+        turn.release()
+
+
+async def test_a_turn_waiter_cancelled_is_passed_over_and_a_turn_handed_to_one_being_cancelled_goes_on() -> None:
+    turns = Turns(1)
+    await turns.take()
+    cancelled = asyncio.create_task(turns.take())
+    nxt = asyncio.create_task(turns.take())
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    turns.give_back()  # in the same moment, before the cancelled waiter ran again
+    async with asyncio.timeout(1.0):
+        await nxt  # the cancelled waiter was passed over
+    assert cancelled.cancelled()
+    assert turns.out == 1
+    # Handed over and cancelled in the same moment: the turn goes to the next waiter, not lost.
+    raced = asyncio.create_task(turns.take())
+    last = asyncio.create_task(turns.take())
+    await asyncio.sleep(0)
+    turns.give_back()  # hands the turn to `raced`, which has not run yet
+    raced.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await raced
+    async with asyncio.timeout(1.0):
+        await last
+    assert turns.out == 1
