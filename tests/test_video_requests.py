@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,42 +26,55 @@ def request(prompt: str) -> NewJob:
     return NewJob(model=DEFAULT_MODEL.id, prompt=prompt, seed=None, user_id=1, guild_id=10, channel_id=100)
 
 
-async def test_a_request_waiting_for_its_turn_is_not_yet_sending(
+RequestsOpener = Callable[..., Awaitable[tuple[JobStore, VideoRequests]]]
+
+
+@pytest.fixture
+async def open_requests(
     simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
-) -> None:
-    """A stop while a create waits for the rate limiter must leave `received` (interrupted, 0 yen), not `unknown`."""
-    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
-                            MAX_ACTIVE_JOBS_PER_USER="10")
-    store = await JobStore.open(settings.database_path)
-    slow = Pacer(1.0)  # one request a second: each create waits for its turn
-    client = build_client(settings, http_session, pacer=slow, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
-    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
-    try:
-        first = await requests.record(request("first"))
-        second = await requests.record(request("second"))
-        sending = [asyncio.create_task(requests.send(job)) for job in (first, second)]
-        # Turns, 1 s apart: key info (0 s, one read for both), create 1 (1 s), create 2 (2 s). At 0.5 s the
-        # budget was read and both creates are waiting for their turn.
-        await asyncio.sleep(0.5)
-        states = {job.id: (await store.get(job.id)).state for job in (first, second)}
-        assert states == {first.id: JobState.RECEIVED, second.id: JobState.RECEIVED}, "sending before its turn came"
-        assert simulator.creates_received == 0
-        await asyncio.gather(*sending)
-        assert {(await store.get(job.id)).state for job in (first, second)} == {JobState.PENDING}
-        assert simulator.creates_received == 2
-    finally:
+) -> AsyncIterator[RequestsOpener]:
+    """A store and the request path on it, against the simulator, with no cooldown; `env` adds settings."""
+    stores: list[JobStore] = []
+
+    async def open_one(*, pacer: Pacer | None = None, **env: str) -> tuple[JobStore, VideoRequests]:
+        settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
+                                **env)
+        store = await JobStore.open(settings.database_path)
+        stores.append(store)
+        client = build_client(settings, http_session, pacer=pacer, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
+        return store, VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
+
+    yield open_one
+    for store in stores:
         await store.close()
 
 
+async def test_a_request_waiting_for_its_turn_is_not_yet_sending(
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
+) -> None:
+    """A stop while a create waits for the rate limiter must leave `received` (interrupted, 0 yen), not `unknown`."""
+    slow = Pacer(1.0)  # one request a second: each create waits for its turn
+    store, requests = await open_requests(pacer=slow, MAX_ACTIVE_JOBS_PER_USER="10")
+    first = await requests.record(request("first"))
+    second = await requests.record(request("second"))
+    sending = [asyncio.create_task(requests.send(job)) for job in (first, second)]
+    # Turns, 1 s apart: key info (0 s, one read for both), create 1 (1 s), create 2 (2 s). At 0.5 s the
+    # budget was read and both creates are waiting for their turn.
+    await asyncio.sleep(0.5)
+    states = {job.id: (await store.get(job.id)).state for job in (first, second)}
+    assert states == {first.id: JobState.RECEIVED, second.id: JobState.RECEIVED}, "sending before its turn came"
+    assert simulator.creates_received == 0
+    await asyncio.gather(*sending)
+    assert {(await store.get(job.id)).state for job in (first, second)} == {JobState.PENDING}
+    assert simulator.creates_received == 2
+
+
 async def test_a_request_cancelled_while_it_waits_for_its_turn_is_never_sent(
-    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
 ) -> None:
     """Cancel is offered while the create waits for the pacing; `send` sees the cancel after its turn."""
-    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0")
-    store = await JobStore.open(settings.database_path)
     slow = Pacer(0.4)  # key info now, the create's turn 2.5 s later: past WAITING_NOTICE_SECONDS
-    client = build_client(settings, http_session, pacer=slow, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
-    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
+    store, requests = await open_requests(pacer=slow)
     shown: list[int] = []
 
     async def waiting(job: Job) -> None:
@@ -69,78 +82,55 @@ async def test_a_request_cancelled_while_it_waits_for_its_turn_is_never_sent(
         cancelled = await requests.cancel(job.id)
         assert cancelled.state == JobState.CANCELLED and cancelled.told_at is not None
 
-    try:
-        job = await requests.record(request("cancel me"))
-        with pytest.raises(RequestCancelled):
-            await requests.send(job, on_waiting=waiting)
-        assert shown == [job.id]
-        assert (await store.get(job.id)).state == JobState.CANCELLED
-        assert simulator.creates_received == 0
-        # Nothing to tell it later: the click answered.
-        assert await store.untold(older_than=float("inf"), max_notice_attempts=5) == []
-        # Once it is on its way there is no cancel.
-        sent = await requests.submit(request("too late"))
-        with pytest.raises(IllegalTransition):
-            await requests.cancel(sent.id)
-        assert simulator.creates_received == 1
-    finally:
-        await store.close()
+    job = await requests.record(request("cancel me"))
+    with pytest.raises(RequestCancelled):
+        await requests.send(job, on_waiting=waiting)
+    assert shown == [job.id]
+    assert (await store.get(job.id)).state == JobState.CANCELLED
+    assert simulator.creates_received == 0
+    # Nothing to tell it later: the click answered.
+    assert await store.untold(older_than=float("inf"), max_notice_attempts=5) == []
+    # Once it is on its way there is no cancel.
+    sent = await requests.submit(request("too late"))
+    with pytest.raises(IllegalTransition):
+        await requests.cancel(sent.id)
+    assert simulator.creates_received == 1
 
 
 async def test_a_request_abandoned_before_it_was_sent_ends_rejected_and_is_owed_a_final_message(
-    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
 ) -> None:
     """A request written down whose acknowledgement failed: it leaves the jobs in flight, nothing spent."""
-    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
-                            MAX_ACTIVE_JOBS_PER_USER="1")
-    store = await JobStore.open(settings.database_path)
-    client = build_client(settings, http_session, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
-    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
-    try:
-        job = await requests.record(request("never acknowledged"))
-        await requests.abandon(job, "the request could not be acknowledged")
-        ended = await store.get(job.id)
-        assert ended.state == JobState.REJECTED and ended.told_at is None  # the sweep tells the requester
-        await requests.record(request("the next one"))  # it no longer counts as in flight
-        assert simulator.creates_received == 0
-    finally:
-        await store.close()
+    store, requests = await open_requests(MAX_ACTIVE_JOBS_PER_USER="1")
+    job = await requests.record(request("never acknowledged"))
+    await requests.abandon(job, "the request could not be acknowledged")
+    ended = await store.get(job.id)
+    assert ended.state == JobState.REJECTED and ended.told_at is None  # the sweep tells the requester
+    await requests.record(request("the next one"))  # it no longer counts as in flight
+    assert simulator.creates_received == 0
 
 
 async def test_a_burst_of_requests_reads_the_budget_once(
-    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
 ) -> None:
     """Requests that check the budget while a read is on its way share it: the rate-limited service gets one
     /key/info for the burst, not one per request, and every request is still checked and sent once."""
-    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
-                            MAX_ACTIVE_JOBS_PER_USER="20")
-    store = await JobStore.open(settings.database_path)
-    client = build_client(settings, http_session, pacer=Pacer(1000.0), create_retry=CREATE_RETRY,
-                          read_retry=READ_RETRY)
-    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
-    try:
-        jobs = [await requests.record(request(f"burst {i}")) for i in range(10)]
-        await asyncio.gather(*(requests.send(job) for job in jobs))
-        assert simulator.key_info_requests == 1
-        assert simulator.creates_received == 10
-        assert {(await store.get(job.id)).state for job in jobs} == {JobState.PENDING}
-        await requests.send(await requests.record(request("later")))  # a request after the burst reads again
-        assert simulator.key_info_requests == 2
-    finally:
-        await store.close()
+    store, requests = await open_requests(pacer=Pacer(1000.0), MAX_ACTIVE_JOBS_PER_USER="20")
+    jobs = [await requests.record(request(f"burst {i}")) for i in range(10)]
+    await asyncio.gather(*(requests.send(job) for job in jobs))
+    assert simulator.key_info_requests == 1
+    assert simulator.creates_received == 10
+    assert {(await store.get(job.id)).state for job in jobs} == {JobState.PENDING}
+    await requests.send(await requests.record(request("later")))  # a request after the burst reads again
+    assert simulator.key_info_requests == 2
 
 
 async def test_on_the_video_path_a_create_holds_its_turn_until_it_is_sent(
-    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
 ) -> None:
     """With a Cancel offer (`on_waiting`) the turn is still the request's own: while one write-ahead stalls, a
     pacer of one turn lets no second create through, so stalled writes never release a clump of creates."""
-    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
-                            MAX_ACTIVE_JOBS_PER_USER="10")
-    store = await JobStore.open(settings.database_path)
-    client = build_client(settings, http_session, pacer=Pacer(1000.0, turns=1), create_retry=CREATE_RETRY,
-                          read_retry=READ_RETRY)
-    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
+    store, requests = await open_requests(pacer=Pacer(1000.0, turns=1), MAX_ACTIVE_JOBS_PER_USER="10")
     stalled = asyncio.Event()
     writing: list[int] = []
     transition = store.transition
@@ -155,34 +145,27 @@ async def test_on_the_video_path_a_create_holds_its_turn_until_it_is_sent(
         pass
 
     store.transition = stalling_transition  # type: ignore[method-assign]
-    try:
-        jobs = [await requests.record(request(f"stalled {i}")) for i in range(2)]
-        sending = [asyncio.create_task(requests.send(job, on_waiting=waiting)) for job in jobs]
-        async with asyncio.timeout(5.0):
-            while not writing:
-                await asyncio.sleep(0.01)
-        await asyncio.sleep(0.2)
-        assert len(writing) == 1, "a second request took a turn while the first one's create had not left"
-        stalled.set()
-        async with asyncio.timeout(5.0):
-            await asyncio.gather(*sending)
-        assert simulator.creates_received == 2
-        assert {(await store.get(job.id)).state for job in jobs} == {JobState.PENDING}
-    finally:
-        await store.close()
+    jobs = [await requests.record(request(f"stalled {i}")) for i in range(2)]
+    sending = [asyncio.create_task(requests.send(job, on_waiting=waiting)) for job in jobs]
+    async with asyncio.timeout(5.0):
+        while not writing:
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)
+    assert len(writing) == 1, "a second request took a turn while the first one's create had not left"
+    stalled.set()
+    async with asyncio.timeout(5.0):
+        await asyncio.gather(*sending)
+    assert simulator.creates_received == 2
+    assert {(await store.get(job.id)).state for job in jobs} == {JobState.PENDING}
 
 
 async def test_a_request_stopped_during_its_write_ahead_ends_interrupted_not_maybe_charged(
-    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
 ) -> None:
     """A stop that cancels `send` after the write-ahead was committed but before its answer came back (a group
     commit writes it whoever still waits): nothing was sent, so the request ends interrupted and owed its final
     message, not left `submitting` for start-up to call "may have been charged"."""
-    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0")
-    store = await JobStore.open(settings.database_path)
-    client = build_client(settings, http_session, pacer=Pacer(1000.0), create_retry=CREATE_RETRY,
-                          read_retry=READ_RETRY)
-    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
+    store, requests = await open_requests(pacer=Pacer(1000.0))
     recorded = asyncio.Event()
     answer = asyncio.Event()
     transition = store.transition
@@ -195,32 +178,26 @@ async def test_a_request_stopped_during_its_write_ahead_ends_interrupted_not_may
         return moved
 
     store.transition = late_answer  # type: ignore[method-assign]
-    try:
-        job = await requests.record(request("stopped mid-write"))
-        sending = asyncio.create_task(requests.send(job))
-        async with asyncio.timeout(5.0):
-            await recorded.wait()
-        sending.cancel()
-        await asyncio.sleep(0.05)
-        answer.set()
-        with pytest.raises(asyncio.CancelledError):
-            await sending
-        ended = await store.get(job.id)
-        assert (ended.state, ended.charged_yen, ended.told_at) == (JobState.INTERRUPTED, 0, None)
-        assert simulator.creates_received == 0
-    finally:
-        await store.close()
+    job = await requests.record(request("stopped mid-write"))
+    sending = asyncio.create_task(requests.send(job))
+    async with asyncio.timeout(5.0):
+        await recorded.wait()
+    sending.cancel()
+    await asyncio.sleep(0.05)
+    answer.set()
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+    ended = await store.get(job.id)
+    assert (ended.state, ended.charged_yen, ended.told_at) == (JobState.INTERRUPTED, 0, None)
+    assert simulator.creates_received == 0
 
 
 async def test_a_burst_of_requests_is_written_down_a_bounded_number_at_a_time(
-    simulator: VideoServiceSimulator, http_session: aiohttp.ClientSession, tmp_path: Path
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
 ) -> None:
     """Reads of the rules and the admission write together: the rest of a burst waits in line, not on the
     database's queue."""
-    settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0")
-    store = await JobStore.open(settings.database_path)
-    client = build_client(settings, http_session, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
-    requests = VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
+    _, requests = await open_requests()
     inside, most = 0, 0
     record = requests._record
 
@@ -235,10 +212,7 @@ async def test_a_burst_of_requests_is_written_down_a_bounded_number_at_a_time(
             inside -= 1
 
     requests._record = counted  # type: ignore[method-assign, assignment]
-    try:
-        burst = RECORDING_AT_ONCE * 2
-        jobs = await asyncio.gather(*(requests.record(replace(request(f"burst {n}"), user_id=n)) for n in range(burst)))
-        assert len({job.id for job in jobs}) == burst
-        assert most == RECORDING_AT_ONCE
-    finally:
-        await store.close()
+    burst = RECORDING_AT_ONCE * 2
+    jobs = await asyncio.gather(*(requests.record(replace(request(f"burst {n}"), user_id=n)) for n in range(burst)))
+    assert len({job.id for job in jobs}) == burst
+    assert most == RECORDING_AT_ONCE
