@@ -56,9 +56,9 @@ def interaction_expiry(created_at: float) -> float:
 
 
 #: Requests being written down at once, their reads of the rules included; a burst beyond it waits in line.
-#: Measured in bench/ at 10,000 at once: unbounded, they queued at the database's thread with about 27 objects
-#: each, and Python's full garbage collections over them stalled the loop 100 ms and more (their group commits
-#: had held 20 MiB more, too).
+#: Measured in bench/ at 10,000 at once: unbounded, each queued its reads at the database's thread and held
+#: about 27 live objects (every full garbage collection walks them all); waiting in line, about 15, and the
+#: peak RSS was 13-18 MiB lower.
 RECORDING_AT_ONCE = 200
 
 #: A create still waiting for its turn under the pacing after this long is shown to its requester with Cancel.
