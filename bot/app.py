@@ -29,7 +29,7 @@ from bot.server_store import ServerStore
 from bot.settings import Settings
 from bot.store import Job, JobStore
 from bot.video_client import ClientObserver, VideoServiceClient
-from bot.video_requests import VideoRequests
+from bot.video_requests import STOP_GRACE_SECONDS, VideoRequests
 from bot.worker import Deliverer, JobWorker, WorkerConfig
 
 
@@ -107,6 +107,7 @@ class Services:
             await self.metrics.close()
         await self.housekeeping.stop()
         await self.worker.stop()
+        await self.requests.stop_sending(STOP_GRACE_SECONDS)
         await self.requests.close()
         # Nothing of this process works on a job any more: a live process takes them at once.
         await self.worker.release_leases()

@@ -101,7 +101,8 @@ class SubmissionFailed(BotError):
 
     `kind` is `rejected` (the service said no, 0 yen), `busy` (rate limited or down after the retries,
     0 yen), `unknown` (the request left and no answer came back: it may have been charged),
-    `not_recorded` (the database failed before the create: nothing sent, 0 yen), `charged_unusable`
+    `not_recorded` (the database failed before the create: nothing sent, 0 yen), `stopping` (the bot began
+    to stop before the create: nothing sent, 0 yen), `charged_unusable`
     (accepted and charged, but the service's job id cannot be used: failed, for support) or
     `charged_unrecorded` (accepted and charged, the database failed; the bot keeps trying to record it).
     """

@@ -77,6 +77,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "are shown. Nothing was spent. The operator can see the details in the log.",
         "error.not_recorded": "The bot could not record request {ref} (its database is unavailable), so it was not "
         "sent. Nothing was spent ({zero}). Please try again later.",
+        "error.stopping": "The bot is restarting, so request {ref} was not sent. Nothing was spent ({zero}). "
+        "Please try again in a minute.",
         "error.store_unavailable": "The bot cannot record requests right now (its database is unavailable). "
         "Nothing was sent or spent. Please try again later.",
         "error.charged_unusable": "Request {ref} was accepted and charged {price}, but the video service's answer "
@@ -414,6 +416,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "費用はかかっていません。詳細は運営者がログで確認できます。",
         "error.not_recorded": "ボットがリクエスト {ref} を記録できなかったため（データベースが使えません）、送信していません。"
         "費用はかかっていません（{zero}）。後でもう一度お試しください。",
+        "error.stopping": "ボットが再起動中のため、リクエスト {ref} は送信していません。費用はかかっていません（{zero}）。"
+        "少し待ってからもう一度お試しください。",
         "error.store_unavailable": "ボットは今リクエストを記録できません（データベースが使えません）。送信も課金もしていません。"
         "後でもう一度お試しください。",
         "error.charged_unusable": "リクエスト {ref} は受け付けられ{price}が課金されましたが、動画サービスの応答が使えません：{reason}。"

@@ -20,7 +20,7 @@ RefusalCode = Literal[
 
 #: How a recorded request failed to become an accepted job (see `SubmissionFailed`).
 SubmissionKind = Literal[
-    "rejected", "busy", "unknown", "not_recorded", "charged_unusable", "charged_unrecorded"
+    "rejected", "busy", "unknown", "not_recorded", "stopping", "charged_unusable", "charged_unrecorded"
 ]
 
 #: Input that cannot succeed: `error.<code>`.

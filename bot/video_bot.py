@@ -28,7 +28,7 @@ from bot.shards import ShardPlan
 from bot.store import JobStore
 from bot.tree import VideoCommandTree
 from bot.video_client import VideoServiceClient
-from bot.video_requests import VideoRequests
+from bot.video_requests import STOP_GRACE_SECONDS, VideoRequests
 from bot.worker import JobWorker
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class VideoBot(commands.AutoShardedBot):
         await self.services.housekeeping.forget_servers_left({guild.id for guild in self.own_guilds()})
 
     async def close(self) -> None:
-        """Stop the worker, then the cogs and the gateway, then the HTTP session and the database."""
+        """Stop the worker, then the requests, the cogs and the gateway, then the HTTP session and the database."""
         if self._shut_down:
             return
         self._shut_down = True
@@ -147,6 +147,10 @@ class VideoBot(commands.AutoShardedBot):
             await self.worker.stop()
         if hasattr(self, "offers"):
             await self.offers.close()
+        if hasattr(self, "services"):
+            # While Discord is still there: requests not yet sent are told they were not, those on their way
+            # get their answers recorded and told.
+            await self.services.requests.stop_sending(STOP_GRACE_SECONDS)
         if self._set_up:
             await super().close()
         if hasattr(self, "services"):

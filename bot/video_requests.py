@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 from bot import guardrails
 from bot.errors import (
@@ -61,6 +62,10 @@ def interaction_expiry(created_at: float) -> float:
 #: peak RSS was 13-18 MiB lower.
 RECORDING_AT_ONCE = 200
 
+#: At shutdown, how long creates already on their way get for their answers to be recorded and told (compose.yaml
+#: gives the whole stop 30 s; a create is normally answered well within a second).
+STOP_GRACE_SECONDS = 15.0
+
 #: A create still waiting for its turn under the pacing after this long is shown to its requester with Cancel.
 WAITING_NOTICE_SECONDS = 1.0
 
@@ -79,6 +84,20 @@ class RequestCancelled(BotError):
     def __init__(self, job_id: int) -> None:
         self.job_id = job_id
         super().__init__(f"request #{job_id} was cancelled before it was sent")
+
+
+_T = TypeVar("_T")
+
+
+async def _finish_despite_cancels(work: Awaitable[None]) -> None:
+    """Run `work` to its end even if the task is cancelled again meanwhile (the caller re-raises its own
+    cancellation afterwards): a short write that must not be cut in half."""
+    done = asyncio.ensure_future(work)
+    while not done.done():
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            continue
 
 
 def _reason(exc: BaseException) -> str:
@@ -125,6 +144,12 @@ class VideoRequests:
         self._background = BackgroundTasks(log)
         self._key_read: asyncio.Future[KeyInfo] | None = None  # the /key/info read on its way
         self._recording = asyncio.Semaphore(RECORDING_AT_ONCE)
+        # Shutdown (`stop_sending`): the tasks in `send`, those of them before their write-ahead, and those
+        # the stop cancelled there.
+        self._stopping = False
+        self._in_send: set[asyncio.Task[Any]] = set()
+        self._unsent: set[asyncio.Task[Any]] = set()
+        self._stop_cancelled: set[asyncio.Task[Any]] = set()
 
     def validate(self, prompt: str, seed: int | None, model_id: str) -> tuple[str, int | None]:
         """Raises InvalidRequest (or ModelUnavailable) for input that cannot succeed; cheap enough to run
@@ -186,9 +211,20 @@ class VideoRequests:
         `on_waiting` runs once if the create's turn under the pacing has not come after WAITING_NOTICE_SECONDS
         (the requester is offered Cancel then); a request sent at once costs no extra message.
         """
+        task = asyncio.current_task()
+        assert task is not None
+        self._in_send.add(task)
+        try:
+            return await self._send(job, on_waiting)
+        finally:
+            self._in_send.discard(task)
+
+    async def _send(self, job: Job, on_waiting: Callable[[Job], Awaitable[None]] | None) -> Job:
         price = self.catalogue.price_of(job.model)
         try:
-            info = await self._key_info()
+            info = await self._unless_stopping(job, self._key_info())
+        except (SubmissionFailed, RequestCancelled):
+            raise
         except Exception as exc:
             # Nothing was sent: the request ends here, and the requester is told nothing was spent.
             await self._end_unsent(job, last_error=_reason(exc))
@@ -198,7 +234,20 @@ class VideoRequests:
             raise BudgetTooLow(info.spend, info.max_budget, price, job_id=job.id)
         # The create's turn under the service's rate limit is taken before the write-ahead, so a stop
         # while waiting for it leaves a request that was never sent (interrupted, nothing spent).
-        turn = await self._turn(job, on_waiting)
+        turn, offer = await self._unless_stopping(job, self._turn(job, on_waiting))
+        try:
+            return await self._write_ahead_and_create(job, turn)
+        except asyncio.CancelledError:
+            if offer is not None:
+                offer.cancel()
+            raise
+        finally:
+            # The offer of Cancel goes out before the outcome is shown, never after it (a stale button); it was
+            # not awaited while the turn was held, so a slow Discord never holds up the other requests' creates.
+            if offer is not None and not offer.done():
+                await asyncio.wait([offer])
+
+    async def _write_ahead_and_create(self, job: Job, turn: Turn) -> Job:
         # Conditional on the state and on the lease: a create goes at most once, whoever holds it.
         write_ahead = asyncio.ensure_future(self._store.transition(
             job.id, JobState.SUBMITTING, owner=self._lease.owner if self._lease is not None else None
@@ -207,7 +256,7 @@ class VideoRequests:
             try:
                 job = await self._unless_cancelled(job, asyncio.shield(write_ahead))
             except asyncio.CancelledError:
-                await self._stopped_before_sending(job, write_ahead)
+                await _finish_despite_cancels(self._stopped_before_sending(job, write_ahead))
                 raise
         except StoreUnavailable as exc:
             # No write-ahead, no create: nothing was sent and nothing spent.
@@ -217,6 +266,35 @@ class VideoRequests:
             turn.release()
             raise
         return await self._create_once(job, turn)
+
+    async def _unless_stopping(self, job: Job, step: Awaitable[_T]) -> _T:
+        """A step before the write-ahead; if the bot begins to stop meanwhile (`stop_sending` cancels it), the
+        request ends here as interrupted: nothing was sent, and the requester is told so now (SubmissionFailed
+        `stopping`), while Discord and the database are still there to tell and to record it."""
+        task = asyncio.current_task()
+        assert task is not None
+        if not self._stopping:
+            self._unsent.add(task)
+            try:
+                return await step
+            except asyncio.CancelledError:
+                # Only the stop's own cancellation is turned into an answer; any other goes on up.
+                if task not in self._stop_cancelled or task.uncancel() > 0:
+                    raise
+            finally:
+                self._unsent.discard(task)
+                self._stop_cancelled.discard(task)
+        elif asyncio.iscoroutine(step):
+            step.close()  # never started
+        try:
+            await self._unless_cancelled(job, self._store.transition(
+                job.id, JobState.INTERRUPTED, last_error=STOPPED_BEFORE_SENDING
+            ))
+        except StoreUnavailable:
+            # Still `received`: start-up ends it as interrupted, and the requester is told then too.
+            log.warning("request %s stopped before it was sent; not recorded so yet", job.reference,
+                        extra=job_fields(job))
+        raise self._failed(job, "stopping", STOPPED_BEFORE_SENDING)
 
     async def _stopped_before_sending(self, job: Job, write_ahead: asyncio.Future[Job]) -> None:
         """Stopped (cancelled) while the write-ahead was on its way: it may still be recorded, as its group
@@ -234,6 +312,25 @@ class VideoRequests:
             log.warning("request %s stopped before it was sent, but could not be recorded so; start-up will take "
                         "it for one that may have been charged", job.reference, exc_info=True, extra=job_fields(job))
 
+    async def stop_sending(self, grace: float) -> None:
+        """Shutdown, before Discord and the database close: from now on no create leaves.
+
+        A request still before its write-ahead ends at once as interrupted (nothing spent), and its requester
+        is told so; one whose create may be on its way gets up to `grace` seconds for the answer to be recorded
+        and told. One still without an answer then is left to start-up, which reports it as possibly charged.
+        """
+        self._stopping = True
+        for task in self._unsent:
+            self._stop_cancelled.add(task)
+            task.cancel()
+        waiting = self._in_send - {asyncio.current_task()}
+        if not waiting:
+            return
+        _, late = await asyncio.wait(waiting, timeout=grace)
+        if late:
+            log.warning("%d requests had no answer from the video service %.0f s after the bot began to stop; "
+                        "start-up reports them as possibly charged", len(late), grace)
+
     async def _key_info(self) -> KeyInfo:
         """The key's budget, read once for every request that checks it while a read is on its way.
 
@@ -246,23 +343,24 @@ class VideoRequests:
         # Shielded: a requester that gives up does not cancel the read the others wait for.
         return await asyncio.shield(self._key_read)
 
-    async def _turn(self, job: Job, on_waiting: Callable[[Job], Awaitable[None]] | None) -> Turn:
-        """The create's turn, taken in this task: the pacer gives it back when the task ends, so a turn
-        taken in a helper task would be free again before its create left and bound nothing."""
+    async def _turn(self, job: Job, on_waiting: Callable[[Job], Awaitable[None]] | None
+                    ) -> tuple[Turn, asyncio.Task[None] | None]:
+        """The create's turn, taken in this task (the pacer gives it back when the task ends, so a turn taken in
+        a helper task would be free again before its create left and bound nothing), and the offer of Cancel
+        if it was shown meanwhile (on its way to Discord: the caller waits for it before showing the outcome)."""
         if on_waiting is None:
-            return await self._client.take_turn()
+            return await self._client.take_turn(), None
         shown = asyncio.Event()
-        notice = asyncio.ensure_future(self._tell_waiting(job, on_waiting, shown))
+        notice = asyncio.create_task(self._tell_waiting(job, on_waiting, shown))
         try:
             turn = await self._client.take_turn()
         except BaseException:
             notice.cancel()
             raise
         if shown.is_set():
-            await notice  # the offer of Cancel goes out before the request does, never after its outcome
-        else:
-            notice.cancel()
-        return turn
+            return turn, notice
+        notice.cancel()
+        return turn, None
 
     async def _tell_waiting(self, job: Job, on_waiting: Callable[[Job], Awaitable[None]], shown: asyncio.Event
                             ) -> None:

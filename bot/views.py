@@ -71,6 +71,7 @@ _SUBMISSION_KEYS: dict[SubmissionKind, str] = {
     "busy": "error.busy",
     "unknown": "error.unknown_outcome",
     "not_recorded": "error.not_recorded",
+    "stopping": "error.stopping",
     "charged_unusable": "error.charged_unusable",
     "charged_unrecorded": "error.charged_unrecorded",
 }

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from bot.app import build_client, server_rules
+from bot.errors import SubmissionFailed
 from bot.models import BUILT_IN, DEFAULT_MODEL
 from bot.pacing import Pacer
 from bot.retry import CREATE_RETRY, READ_RETRY
@@ -216,3 +217,150 @@ async def test_a_burst_of_requests_is_written_down_a_bounded_number_at_a_time(
     jobs = await asyncio.gather(*(requests.record(replace(request(f"burst {n}"), user_id=n)) for n in range(burst)))
     assert len({job.id for job in jobs}) == burst
     assert most == RECORDING_AT_ONCE
+
+
+async def test_a_stop_ends_requests_waiting_for_their_turn_as_not_sent_and_tells_them_so(
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
+) -> None:
+    """At shutdown a request still waiting for its create's turn ends now, interrupted with nothing spent, and its
+    requester gets that answer while Discord is still there (not a restart later); one sent after the stop began
+    never reaches the service."""
+    store, requests = await open_requests(pacer=Pacer(1.0), MAX_ACTIVE_JOBS_PER_USER="10")
+    jobs = [await requests.record(request(f"waiting {i}")) for i in range(2)]
+    sending = [asyncio.create_task(requests.send(job)) for job in jobs]
+    await asyncio.sleep(0.5)  # the budget read; both creates wait for their turns (1 s and 2 s)
+    async with asyncio.timeout(0.5):  # not the grace: nothing was on its way
+        await requests.stop_sending(grace=10.0)
+    for task in sending:
+        with pytest.raises(SubmissionFailed) as failed:
+            await task
+        assert (failed.value.kind, failed.value.final) == ("stopping", True)
+    late = await requests.record(request("after the stop"))
+    with pytest.raises(SubmissionFailed, match="stopping"):
+        await requests.send(late)
+    for job in (*jobs, late):
+        ended = await store.get(job.id)
+        assert (ended.state, ended.charged_yen) == (JobState.INTERRUPTED, 0)
+    assert simulator.creates_received == 0
+    assert simulator.key_info_requests == 1
+    await asyncio.sleep(2.0)  # their turns pass: nothing leaves late
+    assert simulator.creates_received == 0
+
+
+async def test_a_stop_waits_for_a_create_on_its_way_and_records_its_answer(
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
+) -> None:
+    """A request past its write-ahead may be charged: the stop waits (up to its grace) for its answer to be recorded,
+    so the job is polled after the restart instead of being reported as possibly charged."""
+    store, requests = await open_requests(pacer=Pacer(1000.0))
+    held = asyncio.Event()
+    go_on = asyncio.Event()
+    transition = store.transition
+
+    async def slow_write_ahead(job_id: int, target: JobState, **changes: Any) -> Job:
+        moved = await transition(job_id, target, **changes)
+        if target == JobState.SUBMITTING:
+            held.set()
+            await go_on.wait()
+        return moved
+
+    store.transition = slow_write_ahead  # type: ignore[method-assign]
+    job = await requests.record(request("on its way"))
+    sending = asyncio.create_task(requests.send(job))
+    async with asyncio.timeout(5.0):
+        await held.wait()
+    stopping = asyncio.create_task(requests.stop_sending(grace=10.0))
+    await asyncio.sleep(0.2)
+    assert not stopping.done() and not sending.done(), "the stop did not wait for the request on its way"
+    go_on.set()
+    async with asyncio.timeout(5.0):
+        await stopping
+    assert sending.done() and (await sending).state == JobState.PENDING
+    assert (await store.get(job.id)).service_job_id is not None
+    assert simulator.creates_received == 1
+
+
+async def test_a_stop_waits_no_longer_than_its_grace(
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A create that does not answer in time is left to start-up (asyncio.run cancels it at the end)."""
+    store, requests = await open_requests(pacer=Pacer(1000.0))
+    unstuck = asyncio.Event()
+    transition = store.transition
+
+    async def stuck_write_ahead(job_id: int, target: JobState, **changes: Any) -> Job:
+        moved = await transition(job_id, target, **changes)
+        if target == JobState.SUBMITTING:
+            await unstuck.wait()
+        return moved
+
+    store.transition = stuck_write_ahead  # type: ignore[method-assign]
+    job = await requests.record(request("stuck"))
+    sending = asyncio.create_task(requests.send(job))
+    await asyncio.sleep(0.2)
+    async with asyncio.timeout(2.0):
+        await requests.stop_sending(grace=0.3)
+    assert not sending.done()
+    assert "1 requests had no answer" in caplog.text
+    sending.cancel()
+    unstuck.set()
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+    assert (await store.get(job.id)).state == JobState.INTERRUPTED
+    assert simulator.creates_received == 0
+
+
+async def test_a_request_stopped_twice_during_its_write_ahead_still_ends_interrupted(
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
+) -> None:
+    """A second cancel while the first one's interrupted write is on its way must not cut that write off."""
+    store, requests = await open_requests(pacer=Pacer(1000.0))
+    recorded = asyncio.Event()
+    answer = asyncio.Event()
+    transition = store.transition
+
+    async def late_answer(job_id: int, target: JobState, **changes: Any) -> Job:
+        moved = await transition(job_id, target, **changes)
+        if target == JobState.SUBMITTING:
+            recorded.set()
+            await answer.wait()
+        return moved
+
+    store.transition = late_answer  # type: ignore[method-assign]
+    job = await requests.record(request("stopped twice"))
+    sending = asyncio.create_task(requests.send(job))
+    async with asyncio.timeout(5.0):
+        await recorded.wait()
+    sending.cancel()
+    await asyncio.sleep(0.05)
+    sending.cancel()
+    await asyncio.sleep(0.05)
+    answer.set()
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+    ended = await store.get(job.id)
+    assert (ended.state, ended.charged_yen) == (JobState.INTERRUPTED, 0)
+    assert simulator.creates_received == 0
+
+
+async def test_the_offer_of_cancel_on_its_way_to_discord_does_not_hold_the_create(
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
+) -> None:
+    """A slow Discord delays the offer of Cancel, not the create's turn (which every other create waits behind):
+    the create leaves at its turn, and `send` returns only once the offer is out (never a stale button after the
+    outcome)."""
+    _, requests = await open_requests(pacer=Pacer(0.5, turns=1))  # the create's turn 2 s after the budget read
+    discord_answers = asyncio.Event()
+
+    async def slow_offer(job: Job) -> None:
+        await discord_answers.wait()
+
+    sending = asyncio.create_task(requests.send(await requests.record(request("offered")), on_waiting=slow_offer))
+    async with asyncio.timeout(5.0):
+        while simulator.creates_received == 0:
+            await asyncio.sleep(0.05)
+    await asyncio.sleep(0.2)
+    assert not sending.done(), "the outcome came before the offer of Cancel was out"
+    discord_answers.set()
+    async with asyncio.timeout(2.0):
+        assert (await sending).state == JobState.PENDING
