@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn
 
 from bot import guardrails
 from bot.errors import (
@@ -86,9 +86,6 @@ class RequestCancelled(BotError):
         super().__init__(f"request #{job_id} was cancelled before it was sent")
 
 
-_T = TypeVar("_T")
-
-
 async def _finish_despite_cancels(work: Awaitable[None]) -> None:
     """Run `work` to its end even if the task is cancelled again meanwhile (the caller re-raises its own
     cancellation afterwards): a short write that must not be cut in half."""
@@ -144,8 +141,8 @@ class VideoRequests:
         self._background = BackgroundTasks(log)
         self._key_read: asyncio.Future[KeyInfo] | None = None  # the /key/info read on its way
         self._recording = asyncio.Semaphore(RECORDING_AT_ONCE)
-        # Shutdown (`stop_sending`): the tasks in `send`, those of them before their write-ahead, and those
-        # the stop cancelled there.
+        # Shutdown (`stop_sending`): the tasks that called `send` (until they end), those of them before their
+        # write-ahead, and those the stop cancelled there.
         self._stopping = False
         self._in_send: set[asyncio.Task[Any]] = set()
         self._unsent: set[asyncio.Task[Any]] = set()
@@ -213,28 +210,37 @@ class VideoRequests:
         """
         task = asyncio.current_task()
         assert task is not None
-        self._in_send.add(task)
-        try:
-            return await self._send(job, on_waiting)
-        finally:
-            self._in_send.discard(task)
-
-    async def _send(self, job: Job, on_waiting: Callable[[Job], Awaitable[None]] | None) -> Job:
+        if task not in self._in_send:
+            # A stop waits for it (`stop_sending`) until it ends, its answer to the requester included.
+            self._in_send.add(task)
+            task.add_done_callback(self._in_send.discard)
         price = self.catalogue.price_of(job.model)
+        # The budget and the create's turn under the service's rate limit come before the write-ahead, so a stop
+        # while waiting for them leaves a request that was never sent (interrupted, nothing spent). The waits are
+        # awaited here, not through a wrapper: at 10,000 waiting requests each coroutine deeper is 10,000 more
+        # objects for every full garbage collection.
+        if self._stopping:
+            await self._end_stopped(job)
+        self._unsent.add(task)
         try:
-            info = await self._unless_stopping(job, self._key_info())
-        except (SubmissionFailed, RequestCancelled):
-            raise
-        except Exception as exc:
-            # Nothing was sent: the request ends here, and the requester is told nothing was spent.
-            await self._end_unsent(job, last_error=_reason(exc))
-            raise self._failed(job, "busy", _reason(exc)) from exc
-        if info.max_budget is not None and info.max_budget - info.spend < price:
-            await self._end_unsent(job, last_error="the budget cannot pay for it")
-            raise BudgetTooLow(info.spend, info.max_budget, price, job_id=job.id)
-        # The create's turn under the service's rate limit is taken before the write-ahead, so a stop
-        # while waiting for it leaves a request that was never sent (interrupted, nothing spent).
-        turn, offer = await self._unless_stopping(job, self._turn(job, on_waiting))
+            try:
+                info = await self._key_info()
+            except Exception as exc:
+                # Nothing was sent: the request ends here, and the requester is told nothing was spent.
+                self._unsent.discard(task)
+                await self._end_unsent(job, last_error=_reason(exc))
+                raise self._failed(job, "busy", _reason(exc)) from exc
+            if info.max_budget is not None and info.max_budget - info.spend < price:
+                self._unsent.discard(task)
+                await self._end_unsent(job, last_error="the budget cannot pay for it")
+                raise BudgetTooLow(info.spend, info.max_budget, price, job_id=job.id)
+            turn, offer = await self._turn(job, on_waiting)
+        except asyncio.CancelledError:
+            if not self._stop_caught(task):
+                raise
+            await self._end_stopped(job)
+        finally:
+            self._unsent.discard(task)
         try:
             return await self._write_ahead_and_create(job, turn)
         except asyncio.CancelledError:
@@ -267,25 +273,18 @@ class VideoRequests:
             raise
         return await self._create_once(job, turn)
 
-    async def _unless_stopping(self, job: Job, step: Awaitable[_T]) -> _T:
-        """A step before the write-ahead; if the bot begins to stop meanwhile (`stop_sending` cancels it), the
-        request ends here as interrupted: nothing was sent, and the requester is told so now (SubmissionFailed
-        `stopping`), while Discord and the database are still there to tell and to record it."""
-        task = asyncio.current_task()
-        assert task is not None
-        if not self._stopping:
-            self._unsent.add(task)
-            try:
-                return await step
-            except asyncio.CancelledError:
-                # Only the stop's own cancellation is turned into an answer; any other goes on up.
-                if task not in self._stop_cancelled or task.uncancel() > 0:
-                    raise
-            finally:
-                self._unsent.discard(task)
-                self._stop_cancelled.discard(task)
-        elif asyncio.iscoroutine(step):
-            step.close()  # never started
+    def _stop_caught(self, task: asyncio.Task[Any]) -> bool:
+        """Whether the cancellation `task` is handling is the stop's own (`stop_sending`); it is taken back then.
+        Any other goes on up."""
+        if task not in self._stop_cancelled:
+            return False
+        self._stop_cancelled.discard(task)
+        return task.uncancel() == 0
+
+    async def _end_stopped(self, job: Job) -> NoReturn:
+        """The bot began to stop before this request's write-ahead: it ends here as interrupted (nothing was sent),
+        and its requester is told so now (SubmissionFailed `stopping`), while Discord and the database are still
+        there to tell and to record it."""
         try:
             await self._unless_cancelled(job, self._store.transition(
                 job.id, JobState.INTERRUPTED, last_error=STOPPED_BEFORE_SENDING

@@ -364,3 +364,20 @@ async def test_the_offer_of_cancel_on_its_way_to_discord_does_not_hold_the_creat
     discord_answers.set()
     async with asyncio.timeout(2.0):
         assert (await sending).state == JobState.PENDING
+
+
+async def test_a_stop_does_not_swallow_a_cancellation_of_its_own_by_someone_else(
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
+) -> None:
+    """A request cancelled by its owner as the stop begins stays cancelled: only the stop's own cancellation is
+    turned into an answer."""
+    store, requests = await open_requests(pacer=Pacer(1.0))
+    job = await requests.record(request("cancelled twice"))
+    sending = asyncio.create_task(requests.send(job))
+    await asyncio.sleep(0.5)  # waiting for its create's turn
+    sending.cancel()
+    await requests.stop_sending(grace=1.0)
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+    assert (await store.get(job.id)).state == JobState.RECEIVED  # start-up ends it as interrupted
+    assert simulator.creates_received == 0
