@@ -317,7 +317,10 @@ class VideoRequests:
         A request still before its write-ahead ends at once as interrupted (nothing spent), and its requester
         is told so; one whose create may be on its way gets up to `grace` seconds for the answer to be recorded
         and told. One still without an answer then is left to start-up, which reports it as possibly charged.
+        Only the first call waits: the bot's close calls it before Discord closes, and the services' close again.
         """
+        if self._stopping:
+            return
         self._stopping = True
         for task in self._unsent:
             self._stop_cancelled.add(task)

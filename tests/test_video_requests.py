@@ -381,3 +381,28 @@ async def test_a_stop_does_not_swallow_a_cancellation_of_its_own_by_someone_else
         await sending
     assert (await store.get(job.id)).state == JobState.RECEIVED  # start-up ends it as interrupted
     assert simulator.creates_received == 0
+
+
+async def test_a_second_stop_does_not_wait_a_second_grace(
+    simulator: VideoServiceSimulator, open_requests: RequestsOpener
+) -> None:
+    """The bot's close stops the requests before Discord closes and the services' close stops them again: a create
+    still without an answer is waited for once, so the whole stop stays within docker's grace period."""
+    store, requests = await open_requests(pacer=Pacer(1000.0))
+    unstuck = asyncio.Event()
+    transition = store.transition
+
+    async def stuck_write_ahead(job_id: int, target: JobState, **changes: Any) -> Job:
+        moved = await transition(job_id, target, **changes)
+        if target == JobState.SUBMITTING:
+            await unstuck.wait()
+        return moved
+
+    store.transition = stuck_write_ahead  # type: ignore[method-assign]
+    sending = asyncio.create_task(requests.send(await requests.record(request("stuck"))))
+    await asyncio.sleep(0.2)
+    await requests.stop_sending(grace=0.2)
+    async with asyncio.timeout(0.1):
+        await requests.stop_sending(grace=5.0)
+    unstuck.set()
+    await sending
