@@ -86,15 +86,23 @@ class RequestCancelled(BotError):
         super().__init__(f"request #{job_id} was cancelled before it was sent")
 
 
-async def _finish_despite_cancels(work: Awaitable[None]) -> None:
+#: How long a stopped request's last write may hold off further cancellations (a database that hangs must not hold
+#: the process's shutdown; the row is then left to start-up).
+LAST_WRITE_SECONDS = 10.0
+
+
+async def _finish_despite_cancels(work: Awaitable[object], *, within: float = LAST_WRITE_SECONDS) -> None:
     """Run `work` to its end even if the task is cancelled again meanwhile (the caller re-raises its own
-    cancellation afterwards): a short write that must not be cut in half."""
+    cancellation afterwards): a short write that must not be cut in half. After `within` seconds a further
+    cancellation is let through."""
     done = asyncio.ensure_future(work)
+    deadline = asyncio.get_running_loop().time() + within
     while not done.done():
         try:
             await asyncio.shield(done)
         except asyncio.CancelledError:
-            continue
+            if asyncio.get_running_loop().time() >= deadline:
+                raise
 
 
 def _reason(exc: BaseException) -> str:

@@ -18,7 +18,7 @@ from bot.pacing import Pacer
 from bot.retry import CREATE_RETRY, READ_RETRY
 from bot.simulator import VideoServiceSimulator
 from bot.store import IllegalTransition, Job, JobState, JobStore, NewJob
-from bot.video_requests import RECORDING_AT_ONCE, RequestCancelled, VideoRequests
+from bot.video_requests import RECORDING_AT_ONCE, RequestCancelled, VideoRequests, _finish_despite_cancels
 from tests.cogs.helpers import bot_settings
 from tests.conftest import SIM_KEY
 
@@ -406,3 +406,30 @@ async def test_a_second_stop_does_not_wait_a_second_grace(
         await requests.stop_sending(grace=5.0)
     unstuck.set()
     await sending
+
+
+async def test_the_last_write_of_a_stopped_request_holds_off_cancellations_for_a_bounded_time() -> None:
+    """Cancelled again while it writes, a stopped request finishes the write; a write that hangs does not hold the
+    process's shutdown past `within`."""
+    finished = asyncio.Event()
+
+    async def write(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        finished.set()
+
+    ending = asyncio.create_task(_finish_despite_cancels(write(0.3), within=5.0))
+    for _ in range(3):
+        await asyncio.sleep(0.05)
+        ending.cancel()
+    await ending
+    assert finished.is_set()
+
+    hung = asyncio.create_task(_finish_despite_cancels(asyncio.Event().wait(), within=0.2))
+    await asyncio.sleep(0.05)
+    hung.cancel()  # within the bound: held off
+    await asyncio.sleep(0.3)
+    assert not hung.done()
+    hung.cancel()  # past it: let through
+    with pytest.raises(asyncio.CancelledError):
+        async with asyncio.timeout(1.0):
+            await hung
