@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,30 @@ def request(prompt: str) -> NewJob:
 
 
 RequestsOpener = Callable[..., Awaitable[tuple[JobStore, VideoRequests]]]
+
+
+@dataclass
+class HeldAnswer:
+    """`committed`: the write-ahead (the move to `submitting`) is in the database; its answer is held until
+    `release` is set, as if still on its way back from the database's thread."""
+
+    committed: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def hold_write_ahead_answer(store: JobStore) -> HeldAnswer:
+    held = HeldAnswer()
+    transition = store.transition
+
+    async def answered_late(job_id: int, target: JobState, **changes: Any) -> Job:
+        moved = await transition(job_id, target, **changes)
+        if target == JobState.SUBMITTING:
+            held.committed.set()
+            await held.release.wait()
+        return moved
+
+    store.transition = answered_late  # type: ignore[method-assign]
+    return held
 
 
 @pytest.fixture
@@ -167,25 +191,14 @@ async def test_a_request_stopped_during_its_write_ahead_ends_interrupted_not_may
     commit writes it whoever still waits): nothing was sent, so the request ends interrupted and owed its final
     message, not left `submitting` for start-up to call "may have been charged"."""
     store, requests = await open_requests(pacer=Pacer(1000.0))
-    recorded = asyncio.Event()
-    answer = asyncio.Event()
-    transition = store.transition
-
-    async def late_answer(job_id: int, target: JobState, **changes: Any) -> Job:
-        moved = await transition(job_id, target, **changes)
-        if target == JobState.SUBMITTING:
-            recorded.set()
-            await answer.wait()  # committed; the answer is still on its way back
-        return moved
-
-    store.transition = late_answer  # type: ignore[method-assign]
+    held = hold_write_ahead_answer(store)
     job = await requests.record(request("stopped mid-write"))
     sending = asyncio.create_task(requests.send(job))
     async with asyncio.timeout(5.0):
-        await recorded.wait()
+        await held.committed.wait()
     sending.cancel()
     await asyncio.sleep(0.05)
-    answer.set()
+    held.release.set()
     with pytest.raises(asyncio.CancelledError):
         await sending
     ended = await store.get(job.id)
@@ -253,26 +266,15 @@ async def test_a_stop_waits_for_a_create_on_its_way_and_records_its_answer(
     """A request past its write-ahead may be charged: the stop waits (up to its grace) for its answer to be recorded,
     so the job is polled after the restart instead of being reported as possibly charged."""
     store, requests = await open_requests(pacer=Pacer(1000.0))
-    held = asyncio.Event()
-    go_on = asyncio.Event()
-    transition = store.transition
-
-    async def slow_write_ahead(job_id: int, target: JobState, **changes: Any) -> Job:
-        moved = await transition(job_id, target, **changes)
-        if target == JobState.SUBMITTING:
-            held.set()
-            await go_on.wait()
-        return moved
-
-    store.transition = slow_write_ahead  # type: ignore[method-assign]
+    held = hold_write_ahead_answer(store)
     job = await requests.record(request("on its way"))
     sending = asyncio.create_task(requests.send(job))
     async with asyncio.timeout(5.0):
-        await held.wait()
+        await held.committed.wait()
     stopping = asyncio.create_task(requests.stop_sending(grace=10.0))
     await asyncio.sleep(0.2)
     assert not stopping.done() and not sending.done(), "the stop did not wait for the request on its way"
-    go_on.set()
+    held.release.set()
     async with asyncio.timeout(5.0):
         await stopping
     assert sending.done() and (await sending).state == JobState.PENDING
@@ -285,25 +287,17 @@ async def test_a_stop_waits_no_longer_than_its_grace(
 ) -> None:
     """A create that does not answer in time is left to start-up (asyncio.run cancels it at the end)."""
     store, requests = await open_requests(pacer=Pacer(1000.0))
-    unstuck = asyncio.Event()
-    transition = store.transition
-
-    async def stuck_write_ahead(job_id: int, target: JobState, **changes: Any) -> Job:
-        moved = await transition(job_id, target, **changes)
-        if target == JobState.SUBMITTING:
-            await unstuck.wait()
-        return moved
-
-    store.transition = stuck_write_ahead  # type: ignore[method-assign]
+    held = hold_write_ahead_answer(store)
     job = await requests.record(request("stuck"))
     sending = asyncio.create_task(requests.send(job))
-    await asyncio.sleep(0.2)
+    async with asyncio.timeout(5.0):
+        await held.committed.wait()
     async with asyncio.timeout(2.0):
         await requests.stop_sending(grace=0.3)
     assert not sending.done()
     assert "1 requests had no answer" in caplog.text
     sending.cancel()
-    unstuck.set()
+    held.release.set()
     with pytest.raises(asyncio.CancelledError):
         await sending
     assert (await store.get(job.id)).state == JobState.INTERRUPTED
@@ -315,27 +309,16 @@ async def test_a_request_stopped_twice_during_its_write_ahead_still_ends_interru
 ) -> None:
     """A second cancel while the first one's interrupted write is on its way must not cut that write off."""
     store, requests = await open_requests(pacer=Pacer(1000.0))
-    recorded = asyncio.Event()
-    answer = asyncio.Event()
-    transition = store.transition
-
-    async def late_answer(job_id: int, target: JobState, **changes: Any) -> Job:
-        moved = await transition(job_id, target, **changes)
-        if target == JobState.SUBMITTING:
-            recorded.set()
-            await answer.wait()
-        return moved
-
-    store.transition = late_answer  # type: ignore[method-assign]
+    held = hold_write_ahead_answer(store)
     job = await requests.record(request("stopped twice"))
     sending = asyncio.create_task(requests.send(job))
     async with asyncio.timeout(5.0):
-        await recorded.wait()
+        await held.committed.wait()
     sending.cancel()
     await asyncio.sleep(0.05)
     sending.cancel()
     await asyncio.sleep(0.05)
-    answer.set()
+    held.release.set()
     with pytest.raises(asyncio.CancelledError):
         await sending
     ended = await store.get(job.id)
@@ -389,22 +372,14 @@ async def test_a_second_stop_does_not_wait_a_second_grace(
     """The bot's close stops the requests before Discord closes and the services' close stops them again: a create
     still without an answer is waited for once, so the whole stop stays within docker's grace period."""
     store, requests = await open_requests(pacer=Pacer(1000.0))
-    unstuck = asyncio.Event()
-    transition = store.transition
-
-    async def stuck_write_ahead(job_id: int, target: JobState, **changes: Any) -> Job:
-        moved = await transition(job_id, target, **changes)
-        if target == JobState.SUBMITTING:
-            await unstuck.wait()
-        return moved
-
-    store.transition = stuck_write_ahead  # type: ignore[method-assign]
+    held = hold_write_ahead_answer(store)
     sending = asyncio.create_task(requests.send(await requests.record(request("stuck"))))
-    await asyncio.sleep(0.2)
+    async with asyncio.timeout(5.0):
+        await held.committed.wait()
     await requests.stop_sending(grace=0.2)
     async with asyncio.timeout(0.1):
         await requests.stop_sending(grace=5.0)
-    unstuck.set()
+    held.release.set()
     await sending
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -110,3 +111,20 @@ class BotProcess:
 
     async def slash(self, name: str, options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         return await self.double.send_slash_command(name, options, **kwargs)
+
+
+def job_rows(database: Path) -> list[dict[str, Any]]:
+    """The bot's jobs as its SQLite file has them now (read-only), for checks from outside the process."""
+    if not database.exists():
+        return []
+    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)
+    connection.row_factory = sqlite3.Row
+    try:
+        return [dict(row) for row in connection.execute(
+            "SELECT id, state, prompt, service_job_id, charged_yen, told_at, interaction_token,"
+            " delivered_channel_id, delivered_message_id FROM jobs ORDER BY id"
+        )]
+    except sqlite3.OperationalError:  # the table is not there yet
+        return []
+    finally:
+        connection.close()

@@ -27,10 +27,8 @@ import json
 import os
 import random
 import signal
-import sqlite3
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,7 +37,7 @@ from aiohttp import web
 from bot.simulator import VideoServiceSimulator
 from tests.conftest import SimulatorFactory as ServiceFactory
 from tests.discord_double import DiscordDouble
-from tests.e2e.harness import USER_ID, BotProcess
+from tests.e2e.harness import USER_ID, BotProcess, job_rows
 
 REQUESTS = 12
 PRICE_YEN = 250
@@ -80,22 +78,6 @@ def _record_create_prompts(service: VideoServiceSimulator) -> list[str | None]:
 
     service._process_create = recording  # type: ignore[method-assign]
     return prompts
-
-
-def _rows(database: Path) -> list[dict[str, Any]]:
-    if not database.exists():
-        return []
-    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)
-    connection.row_factory = sqlite3.Row
-    try:
-        return [dict(row) for row in connection.execute(
-            "SELECT id, state, prompt, service_job_id, charged_yen, told_at, interaction_token,"
-            " delivered_channel_id, delivered_message_id FROM jobs ORDER BY id"
-        )]
-    except sqlite3.OperationalError:  # the table is not there yet
-        return []
-    finally:
-        connection.close()
 
 
 def _settled(rows: list[dict[str, Any]]) -> bool:
@@ -156,14 +138,14 @@ async def test_kill_minus_nine_loses_no_money_no_video_and_no_requester(
 
     try:
         async with asyncio.timeout(SETTLE_TIMEOUT_SECONDS):
-            while not _settled(_rows(database)):
+            while not _settled(job_rows(database)):
                 await asyncio.sleep(0.2)
     except TimeoutError:
-        pytest.fail(f"seed {seed}: not settled within {SETTLE_TIMEOUT_SECONDS} s; rows {_brief(_rows(database))}\n"
+        pytest.fail(f"seed {seed}: not settled within {SETTLE_TIMEOUT_SECONDS} s; rows {_brief(job_rows(database))}\n"
                     f"{_log_tail(bot)}")
     await asyncio.sleep(0.5)  # time for a duplicate create or post to show up, if there were one
     assert await bot.stop(signal.SIGTERM) == 0, _log_tail(bot)
-    rows = _rows(database)
+    rows = job_rows(database)
     by_prompt = {row["prompt"]: row for row in rows}
     states = Counter(row["state"] for row in rows)
     charged = sum(row["charged_yen"] for row in rows)

@@ -1,25 +1,12 @@
 """`docker stop` (SIGTERM) with /video requests in flight: each ends with its true answer before the bot goes."""
 
 import signal
-import sqlite3
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 from tests.conftest import SimulatorFactory as ServiceFactory
 from tests.discord_double import DiscordDouble
-from tests.e2e.harness import BotProcess
+from tests.e2e.harness import BotProcess, job_rows
 from tests.e2e.test_video_flow import embed_text, original, wait_until
-
-
-def _jobs(database: Path) -> list[dict[str, Any]]:
-    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)
-    connection.row_factory = sqlite3.Row
-    try:
-        return [dict(row) for row in connection.execute(
-            "SELECT id, state, service_job_id, charged_yen, told_at FROM jobs ORDER BY id")]
-    finally:
-        connection.close()
 
 
 async def test_a_stop_while_a_create_is_on_its_way_records_the_job_and_tells_its_requester(
@@ -36,7 +23,7 @@ async def test_a_stop_while_a_create_is_on_its_way_records_the_job_and_tells_its
     assert await bot.stop(signal.SIGTERM) == 0
     assert "closed cleanly" in bot.log() and "Traceback" not in bot.log()
     (job_id,) = service.accepted_job_ids
-    (row,) = _jobs(bot.workdir / "bot.sqlite3")
+    (row,) = job_rows(bot.workdir / "bot.sqlite3")
     assert (row["state"], row["service_job_id"], row["charged_yen"]) == ("pending", job_id, 250)
     receipt = embed_text(original(double, interaction))
     assert "#1" in receipt and "¥250" in receipt and job_id in receipt
@@ -59,7 +46,7 @@ async def test_a_stop_while_a_request_waits_for_its_turn_tells_its_requester_it_
     assert await bot.stop(signal.SIGTERM) == 0
     assert "closed cleanly" in bot.log() and "Traceback" not in bot.log()
     assert service.creates_received == 0
-    (row,) = _jobs(bot.workdir / "bot.sqlite3")
+    (row,) = job_rows(bot.workdir / "bot.sqlite3")
     assert (row["state"], row["charged_yen"]) == ("interrupted", 0)
     assert row["told_at"] is not None  # told now, through the interaction: nothing left for a restart to say
     text = embed_text(original(double, interaction)) + "".join(
