@@ -37,9 +37,10 @@ from bench.baseline import NaiveLoop
 from bench.sim_server import API_KEY
 from bench.sink import RecordingSink
 from bench.timescale import HTTP_TIMEOUT_S, POLL_INTERVAL_S, TimeScale, bot_burst, setting_default
-from bot.app import build_client, freeze_start_up, open_services, worker_config
+from bot.app import build_client, open_services, worker_config
 from bot.database import StoreUnavailable
 from bot.errors import BotError, SubmissionFailed
+from bot.heap import CollectionPolicy, FullCollections, freeze_start_up
 from bot.models import DEFAULT_MODEL
 from bot.pacing import Pacer, service_pacer
 from bot.retry import CREATE_RETRY, READ_RETRY
@@ -284,7 +285,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             interval=settings.poll_interval_seconds,
         )
 
-    freeze_start_up()  # as the bot does once its set-up is done
+    # As the bot does once its set-up is done; the naive baseline keeps CPython's own full collections.
+    collections = FullCollections(scale.collection_policy(CollectionPolicy())) if naive is None else None
+    if collections is None:
+        freeze_start_up()
+    else:
+        collections.start()
     shared = args.processes > 1
     if shared:
         # The heartbeat first: each process then counts the others from its first turn, and paces at its share
@@ -365,6 +371,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         job.state.value for job in await services.store.jobs_in_states(tuple(JobState)) if args.process_index == 0
     )
     await services.close()
+    if collections is not None:
+        await collections.stop()
     run_peak = memory.peak_rss_kib()
     return {
         "loop": args.loop,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+from bot.heap import CollectionPolicy
 from bot.pacing import SERVICE_BURST
 from bot.retry import RetryPolicy
 from bot.settings import Settings
@@ -76,6 +77,15 @@ class TimeScale:
             deadline=self.seconds(policy.deadline),
             base_delay=self.seconds(policy.base_delay),
             max_delay=self.seconds(policy.max_delay),
+        )
+
+    def collection_policy(self, base: CollectionPolicy) -> CollectionPolicy:
+        """When full garbage collections run, in run time (the count of tasks stays)."""
+        return replace(
+            base,
+            every_seconds=self.seconds(base.every_seconds),
+            check_seconds=self.seconds(base.check_seconds),
+            at_most_seconds=self.seconds(base.at_most_seconds),
         )
 
     def worker_config(self, base: WorkerConfig) -> WorkerConfig:

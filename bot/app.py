@@ -8,7 +8,6 @@ here; what they swap (clock, retry policies, pacing, the deliverer, a traced ses
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -196,17 +195,6 @@ async def open_services(
         settings, http, store, service, job_worker, requests, rules, catalogue, chores_runner, owns_session, endpoint,
         lease,
     )
-
-
-def freeze_start_up() -> None:
-    """Leave what start-up made (modules, classes, the library's tables: objects that live as long as the process)
-    out of the garbage collector's scans from now on.
-
-    A full collection walks every tracked object: with start-up's share of the heap in it, each took up to
-    170 ms of the loop at 10,000 jobs in flight (bench/). Start-up's own garbage is collected first.
-    """
-    gc.collect()
-    gc.freeze()
 
 
 async def _no_log_channel(channel_id: int, text: str) -> None:

@@ -192,10 +192,16 @@ class Job:
 
 
 _JOB_COLUMNS = tuple(f.name for f in fields(Job))
+#: Columns with a handful of values among all jobs: each row read makes new strings of them, one each per job in
+#: flight that a full garbage collection visits; interned, all jobs share one.
+_REPEATED_TEXT = ("model", "locale", "lease_owner")
 
 
 def _job(row: Row) -> Job:
     values = dict(zip(row.keys(), tuple(row), strict=True))
+    for name in _REPEATED_TEXT:
+        if (text := values[name]) is not None:
+            values[name] = sys.intern(text)
     values["state"] = JobState(values["state"])
     values["slow_notice_sent"] = bool(values["slow_notice_sent"])
     values["waiting_notice_sent"] = bool(values["waiting_notice_sent"])

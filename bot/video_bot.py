@@ -16,10 +16,11 @@ from typing import Any, Self
 import discord
 from discord.ext import commands, tasks
 
-from bot.app import Services, catalogue_of, freeze_start_up, open_services
+from bot.app import Services, catalogue_of, open_services
 from bot.buttons import DYNAMIC_ITEMS
 from bot.delivery import DiscordDelivery
 from bot.health import write_heartbeat
+from bot.heap import FullCollections
 from bot.i18n import CatalogueTranslator
 from bot.models import Catalogue
 from bot.offers import Offers
@@ -69,6 +70,7 @@ class VideoBot(commands.AutoShardedBot):
         self.catalogue = catalogue if catalogue is not None else catalogue_of(settings)
         self.force_sync = force_sync
         self._shut_down = False
+        self.collections = FullCollections()
         # AutoShardedClient.close() fails on a client never set up (entered or logged in): nothing to close then.
         self._set_up = False
 
@@ -112,7 +114,7 @@ class VideoBot(commands.AutoShardedBot):
             await self.sync_commands(force=self.force_sync)
         else:
             log.info("not syncing slash commands: the process running shard 0 does (%s)", self.shard_plan.describe())
-        freeze_start_up()
+        self.collections.start()
 
     async def on_shard_ready(self, shard_id: int) -> None:
         log.info("shard %d of %s ready", shard_id, self.shard_count)
@@ -155,6 +157,7 @@ class VideoBot(commands.AutoShardedBot):
             await super().close()
         if hasattr(self, "services"):
             await self.services.close()
+        await self.collections.stop()
         log.info("closed cleanly")
 
     # -- servers ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from bench.report import add_targets, combine, percentile, render_markdown
 from bench.run_one import StallMonitor
 from bench.sim_server import CompressedPlatform
 from bench.timescale import TimeScale
+from bot.heap import CollectionPolicy
 from bot.simulator import VideoServiceSimulator
 from bot.worker import WorkerConfig
 
@@ -37,6 +38,9 @@ def test_time_scale_compresses_durations_and_keeps_counts(tmp_path: Path) -> Non
     assert config.idle_wake == 3.0
     assert config.download_retry.base_delay == 0.5 and config.download_retry.attempts == 6
     assert (config.max_concurrency, config.flush_interval) == (8, 0.5)
+    policy = scale.collection_policy(CollectionPolicy())
+    assert (policy.every_seconds, policy.check_seconds, policy.at_most_seconds) == (6.0, 1.0, 60.0)
+    assert policy.quiet_below == CollectionPolicy().quiet_below, "a count of tasks is no duration"
     assert scale.rate(25) == 250
     assert scale.production(1.5) == 15
 

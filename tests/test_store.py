@@ -1,5 +1,6 @@
 import asyncio
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -202,6 +203,15 @@ async def test_write_ahead_then_accept_records_id_and_charge(store: JobStore) ->
     assert (accepted.state, accepted.service_job_id, accepted.charged_yen) == (S.PENDING, "vid_1", 250)
     assert accepted.next_poll_at == 123.0 and accepted.accepted_at is not None
     assert await store.ledger() == (1, 250)
+
+
+async def test_jobs_read_back_share_one_string_for_their_model_and_locale(store: JobStore) -> None:
+    """Thousands of jobs in flight each visited by full garbage collections: repeated values are one object."""
+    for user_id in (1, 2):
+        await store.add_submission(replace(new_job(user_id), model="provider/video-model", locale="ja-JP"))
+    first, second = await store.jobs_in_states([S.RECEIVED])
+    assert (first.model, first.locale) == ("provider/video-model", "ja-JP")
+    assert first.model is second.model and first.locale is second.locale
 
 
 @pytest.mark.parametrize(

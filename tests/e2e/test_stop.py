@@ -22,6 +22,7 @@ async def test_a_stop_while_a_create_is_on_its_way_records_the_job_and_tells_its
     await wait_until(lambda: service.creates_accepted == 1)
     assert await bot.stop(signal.SIGTERM) == 0
     assert "closed cleanly" in bot.log() and "Traceback" not in bot.log()
+    assert "full garbage collections on the bot's schedule" in bot.log(), "set-up handed them to FullCollections"
     (job_id,) = service.accepted_job_ids
     (row,) = job_rows(bot.workdir / "bot.sqlite3")
     assert (row["state"], row["service_job_id"], row["charged_yen"]) == ("pending", job_id, 250)
