@@ -37,7 +37,7 @@ import aiohttp
 from bench.report import machine, percentile
 from bench.sim_server import API_KEY
 from bench.suite import profiled
-from bot.demo.discord_double import DiscordDouble, subprocess_env
+from bot.demo.discord_double import DiscordDouble, bot_process_env, without_bot_settings
 from bot.simulator.app import KEY_INFO_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,17 +175,9 @@ class Bench:
             raise RuntimeError("the simulator did not start")
 
     def bot_environment(self) -> dict[str, str]:
-        base = {key: value for key, value in os.environ.items() if not key.startswith(("DISCORD_", "VIDEO_"))}
-        base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")]))
-        env = subprocess_env(self.double, base)
-        env.update(
-            DISCORD_TOKEN=BOT_TOKEN,
-            DISCORD_GUILD_ID=str(self.double.guild_id),
-            VIDEO_API_BASE_URL=self.base_url,
-            VIDEO_API_KEY=API_KEY,
-            DATABASE_PATH=str(self.workdir / "bot.sqlite3"),
-            VIDEO_STORAGE_DIR=str(self.workdir / "videos"),
-            HEARTBEAT_PATH=str(self.workdir / "heartbeat"),
+        return bot_process_env(
+            self.double, without_bot_settings(os.environ, ROOT), token=BOT_TOKEN, service_url=self.base_url,
+            api_key=API_KEY, workdir=self.workdir,
             LOG_LEVEL="INFO",
             # Nothing may refuse or hold back a request: every interaction is a job in flight.
             VIDEO_COOLDOWN_SECONDS="0",
@@ -194,7 +186,6 @@ class Bench:
             POLL_INTERVAL_SECONDS=f"{self.args.poll_interval:g}",
             METRICS_PORT=str(self.metrics_port),  # for the bot's own event-loop stall figures
         )
-        return env
 
     async def start_bot(self) -> None:
         command = [sys.executable, "-m", "bot"]

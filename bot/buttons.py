@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
-from typing import Any, Protocol, Self, cast
+from typing import Any, ClassVar, Protocol, Self, cast
 
 import discord
 
@@ -60,6 +61,33 @@ async def _guarded(interaction: Interaction, handler: Callable[[Interaction], Aw
         await handler(interaction)
     except Exception as exc:
         await answer_error(interaction, exc)
+
+
+class _RowButton(discord.ui.DynamicItem[Button], template=r"(?!)"):  # matches nothing: only subclasses are registered
+    """A button whose custom id carries one of the bot's row ids: `id_format` with `{id}` (a subclass names it, and
+    its template, which matches the custom id back, is made from it), so it is rebuilt from its custom id after a
+    restart. A click's errors reach the clicker like a command's; `clicked` is the button's own work."""
+
+    ID_FORMAT: ClassVar[str]
+    STYLE: ClassVar[discord.ButtonStyle] = discord.ButtonStyle.secondary
+
+    def __init_subclass__(cls, *, id_format: str) -> None:
+        cls.ID_FORMAT = id_format
+        super().__init_subclass__(template=re.escape(id_format).replace(re.escape("{id}"), r"(?P<id>[0-9]+)"))
+
+    def __init__(self, row_id: int, label: str) -> None:
+        self.row_id = row_id
+        super().__init__(discord.ui.Button(label=label, style=self.STYLE, custom_id=self.ID_FORMAT.format(id=row_id)))
+
+    @classmethod
+    async def from_custom_id(cls, interaction: Interaction, item: discord.ui.Item[Any], match: Any, /) -> Self:
+        return cls(int(match["id"]), getattr(item, "label", None) or "")
+
+    async def callback(self, interaction: Interaction) -> None:
+        await _guarded(interaction, self.clicked)
+
+    async def clicked(self, interaction: Interaction) -> None:
+        raise NotImplementedError
 
 
 # -- the request flow shared by /video and the buttons that spend -------------------------------------
@@ -176,21 +204,11 @@ async def _may_reroll(interaction: Interaction, job: Job) -> bool:
     return True
 
 
-class RerollButton(discord.ui.DynamicItem[Button], template=r"video:reroll:(?P<job>[0-9]+)"):
-    def __init__(self, job_id: int, label: str) -> None:
-        self.job_id = job_id
-        super().__init__(discord.ui.Button(label=label, style=discord.ButtonStyle.primary,
-                                           custom_id=f"video:reroll:{job_id}"))
+class RerollButton(_RowButton, id_format="video:reroll:{id}"):
+    STYLE = discord.ButtonStyle.primary
 
-    @classmethod
-    async def from_custom_id(cls, interaction: Interaction, item: discord.ui.Item[Any], match: Any, /) -> Self:
-        return cls(int(match["job"]), getattr(item, "label", None) or "")
-
-    async def callback(self, interaction: Interaction) -> None:
-        await _guarded(interaction, self._clicked)
-
-    async def _clicked(self, interaction: Interaction) -> None:
-        job = await _known_job(interaction, self.job_id)
+    async def clicked(self, interaction: Interaction) -> None:
+        job = await _known_job(interaction, self.row_id)
         if job is None or not await _may_reroll(interaction, job):
             return
         host = _host(interaction)
@@ -203,21 +221,10 @@ class RerollButton(discord.ui.DynamicItem[Button], template=r"video:reroll:(?P<j
             price=yen(price, locale), when=views.relative(offer.expires_at)))
 
 
-class DeleteButton(discord.ui.DynamicItem[Button], template=r"video:delete:(?P<job>[0-9]+)"):
-    def __init__(self, job_id: int, label: str) -> None:
-        self.job_id = job_id
-        super().__init__(discord.ui.Button(label=label, style=discord.ButtonStyle.secondary,
-                                           custom_id=f"video:delete:{job_id}"))
+class DeleteButton(_RowButton, id_format="video:delete:{id}"):
 
-    @classmethod
-    async def from_custom_id(cls, interaction: Interaction, item: discord.ui.Item[Any], match: Any, /) -> Self:
-        return cls(int(match["job"]), getattr(item, "label", None) or "")
-
-    async def callback(self, interaction: Interaction) -> None:
-        await _guarded(interaction, self._clicked)
-
-    async def _clicked(self, interaction: Interaction) -> None:
-        job = await _known_job(interaction, self.job_id)
+    async def clicked(self, interaction: Interaction) -> None:
+        job = await _known_job(interaction, self.row_id)
         if job is None:
             return
         # The post goes; the job stays in the ledger.
@@ -263,21 +270,11 @@ async def _use(interaction: Interaction, offer: Offer, outcome: OfferOutcome) ->
     return False
 
 
-class OfferGoButton(discord.ui.DynamicItem[Button], template=r"video:offer:(?P<offer>[0-9]+):go"):
-    def __init__(self, offer_id: int, label: str) -> None:
-        self.offer_id = offer_id
-        super().__init__(discord.ui.Button(label=label, style=discord.ButtonStyle.success,
-                                           custom_id=f"video:offer:{offer_id}:go"))
+class OfferGoButton(_RowButton, id_format="video:offer:{id}:go"):
+    STYLE = discord.ButtonStyle.success
 
-    @classmethod
-    async def from_custom_id(cls, interaction: Interaction, item: discord.ui.Item[Any], match: Any, /) -> Self:
-        return cls(int(match["offer"]), getattr(item, "label", None) or "")
-
-    async def callback(self, interaction: Interaction) -> None:
-        await _guarded(interaction, self._clicked)
-
-    async def _clicked(self, interaction: Interaction) -> None:
-        offer = await _own_offer(interaction, self.offer_id)
+    async def clicked(self, interaction: Interaction) -> None:
+        offer = await _own_offer(interaction, self.row_id)
         if offer is None:
             return
         prompt: str | None = None
@@ -301,21 +298,10 @@ class OfferGoButton(discord.ui.DynamicItem[Button], template=r"video:offer:(?P<o
         await start_request(interaction, request, _roles(interaction), offer_id=offer.id)
 
 
-class OfferCancelButton(discord.ui.DynamicItem[Button], template=r"video:offer:(?P<offer>[0-9]+):cancel"):
-    def __init__(self, offer_id: int, label: str) -> None:
-        self.offer_id = offer_id
-        super().__init__(discord.ui.Button(label=label, style=discord.ButtonStyle.secondary,
-                                           custom_id=f"video:offer:{offer_id}:cancel"))
+class OfferCancelButton(_RowButton, id_format="video:offer:{id}:cancel"):
 
-    @classmethod
-    async def from_custom_id(cls, interaction: Interaction, item: discord.ui.Item[Any], match: Any, /) -> Self:
-        return cls(int(match["offer"]), getattr(item, "label", None) or "")
-
-    async def callback(self, interaction: Interaction) -> None:
-        await _guarded(interaction, self._clicked)
-
-    async def _clicked(self, interaction: Interaction) -> None:
-        offer = await _own_offer(interaction, self.offer_id)
+    async def clicked(self, interaction: Interaction) -> None:
+        offer = await _own_offer(interaction, self.row_id)
         if offer is None or not await _use(interaction, offer, "cancelled"):
             return
         await interaction.response.edit_message(content=t(interaction.locale.value, "offer.cancelled"), view=None)
@@ -324,21 +310,10 @@ class OfferCancelButton(discord.ui.DynamicItem[Button], template=r"video:offer:(
 # -- on a request waiting for the bot's turn ------------------------------------------------------------------
 
 
-class CancelJobButton(discord.ui.DynamicItem[Button], template=r"video:job:(?P<job>[0-9]+):cancel"):
-    def __init__(self, job_id: int, label: str) -> None:
-        self.job_id = job_id
-        super().__init__(discord.ui.Button(label=label, style=discord.ButtonStyle.secondary,
-                                           custom_id=f"video:job:{job_id}:cancel"))
+class CancelJobButton(_RowButton, id_format="video:job:{id}:cancel"):
 
-    @classmethod
-    async def from_custom_id(cls, interaction: Interaction, item: discord.ui.Item[Any], match: Any, /) -> Self:
-        return cls(int(match["job"]), getattr(item, "label", None) or "")
-
-    async def callback(self, interaction: Interaction) -> None:
-        await _guarded(interaction, self._clicked)
-
-    async def _clicked(self, interaction: Interaction) -> None:
-        job = await _known_job(interaction, self.job_id)
+    async def clicked(self, interaction: Interaction) -> None:
+        job = await _known_job(interaction, self.row_id)
         if job is None:
             return
         if job.user_id != interaction.user.id:

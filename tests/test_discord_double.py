@@ -19,7 +19,7 @@ import yarl
 from discord import app_commands
 from discord.ext import commands
 
-from tests.discord_double import DiscordDouble, subprocess_env
+from tests.discord_double import DiscordDouble, bot_process_env, subprocess_env, without_bot_settings
 
 REQUESTER_ID = 600_000_000_000_000_001
 BYSTANDER_ID = 600_000_000_000_000_002
@@ -237,6 +237,20 @@ async def test_unmodified_subprocess_reaches_double(double: DiscordDouble, tmp_p
     assert f"READY {double.bot_user_id}" in stdout.decode()
     assert double.identify_payloads[0]["token"] == "double-token"
     assert double.unknown_routes == []
+
+
+async def test_a_bot_process_gets_its_settings_and_none_of_the_hosts(double: DiscordDouble, tmp_path: Path) -> None:
+    host = {"PATH": "/bin", "PYTHONPATH": "elsewhere", "DISCORD_TOKEN": "host-token", "VIDEO_API_KEY": "host-key",
+            "VIDEO_COOLDOWN_SECONDS": "60"}
+    env = bot_process_env(
+        double, without_bot_settings(host, tmp_path / "checkout"), token="double-token",
+        service_url="http://127.0.0.1:1", api_key="sim-key", workdir=tmp_path, LOG_LEVEL="DEBUG",
+    )
+    assert (env["DISCORD_TOKEN"], env["VIDEO_API_KEY"], env["LOG_LEVEL"]) == ("double-token", "sim-key", "DEBUG")
+    assert "VIDEO_COOLDOWN_SECONDS" not in env, "no setting of the host's reaches the bot"
+    assert env["DATABASE_PATH"] == str(tmp_path / "bot.sqlite3") and env["DISCORD_GUILD_ID"] == str(double.guild_id)
+    assert env["PYTHONPATH"].split(os.pathsep)[1:] == [str(tmp_path / "checkout"), "elsewhere"]
+    assert env["PATH"] == "/bin"
 
 
 async def test_discord_rules_over_raw_http(double: DiscordDouble) -> None:

@@ -1,7 +1,8 @@
 """`python -m bot demo`: run the real bot against local stand-ins and show a member's /video from start to end.
 
 The video-service simulator and the Discord double run in this process, on loopback. The bot is the
-unmodified `python -m bot run` in a child process; `subprocess_env` points its discord.py at the double.
+unmodified `python -m bot run` in a child process; `bot_process_env` gives it its settings and points its
+discord.py at the double.
 The database and the videos live in a temporary directory that is removed at the end; the key and the
 token are made up. Only the delivered MP4 is kept, in `out_dir`.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 import bot
-from bot.demo.discord_double import DiscordDouble, InteractionRecord, RecordedRequest, subprocess_env
+from bot.demo.discord_double import DiscordDouble, InteractionRecord, RecordedRequest, bot_process_env
 from bot.demo.narration import Narrator
 from bot.i18n import EN, yen
 from bot.logs import setup_logging
@@ -78,22 +79,14 @@ def bot_environment(double: DiscordDouble, simulator: VideoServiceSimulator, wor
     root = _import_root()
     if root is not None:
         base["PYTHONPATH"] = str(root)
-    env = subprocess_env(double, base)
-    env.update(
-        DISCORD_TOKEN=DEMO_DISCORD_TOKEN,
-        DISCORD_GUILD_ID=str(double.guild_id),
-        VIDEO_API_BASE_URL=simulator.base_url,
-        VIDEO_API_KEY=DEMO_API_KEY,
-        DATABASE_PATH=str(workdir / "bot.sqlite3"),
-        VIDEO_STORAGE_DIR=str(workdir / "videos"),
-        HEARTBEAT_PATH=str(workdir / "heartbeat"),
+    return bot_process_env(
+        double, base, token=DEMO_DISCORD_TOKEN, service_url=simulator.base_url, api_key=DEMO_API_KEY, workdir=workdir,
         # The service asks for 15 s or more between polls; the simulator does not mind, and a demo cannot wait.
         POLL_INTERVAL_SECONDS="1",
         HTTP_TIMEOUT_SECONDS="5",
         LOG_LEVEL="INFO",
         LOG_FORMAT="text",
     )
-    return env
 
 
 class Demo:

@@ -11,7 +11,9 @@ from bot.demo.discord_double import (
     DiscordError,
     InteractionRecord,
     RecordedRequest,
+    bot_process_env,
     subprocess_env,
+    without_bot_settings,
 )
 
 __all__ = [
@@ -22,5 +24,7 @@ __all__ = [
     "DiscordError",
     "InteractionRecord",
     "RecordedRequest",
+    "bot_process_env",
     "subprocess_env",
+    "without_bot_settings",
 ]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bot.simulator import VideoServiceSimulator
-from tests.discord_double import DiscordDouble, subprocess_env
+from tests.discord_double import DiscordDouble, bot_process_env, without_bot_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BOT_TOKEN = "bot-token-for-the-double"
@@ -35,25 +35,18 @@ class BotProcess:
         self._log_file: IO[bytes] | None = None
 
     def environment(self) -> dict[str, str]:
-        base = {key: value for key, value in os.environ.items() if not key.startswith(("DISCORD_", "VIDEO_"))}
-        base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), base.get("PYTHONPATH")]))
-        env = subprocess_env(self.double, base)
-        env.update(
-            DISCORD_TOKEN=BOT_TOKEN,
-            VIDEO_API_BASE_URL=self.simulator.base_url,
-            VIDEO_API_KEY=self.api_key,
-            DATABASE_PATH=str(self.workdir / "bot.sqlite3"),
-            VIDEO_STORAGE_DIR=str(self.workdir / "videos"),
-            POLL_INTERVAL_SECONDS="0.3",
-            HTTP_TIMEOUT_SECONDS="2",
-            DISCORD_GUILD_ID=str(self.double.guild_id),
-            LOG_LEVEL="DEBUG",
-            VIDEO_COOLDOWN_SECONDS="0",
-            MAX_ACTIVE_JOBS_PER_USER="100",
-            HEARTBEAT_PATH=str(self.workdir / "heartbeat"),
+        settings = {
+            "POLL_INTERVAL_SECONDS": "0.3",
+            "HTTP_TIMEOUT_SECONDS": "2",
+            "LOG_LEVEL": "DEBUG",
+            "VIDEO_COOLDOWN_SECONDS": "0",
+            "MAX_ACTIVE_JOBS_PER_USER": "100",
+            **self.settings,
+        }
+        return bot_process_env(
+            self.double, without_bot_settings(os.environ, REPO_ROOT), token=BOT_TOKEN,
+            service_url=self.simulator.base_url, api_key=self.api_key, workdir=self.workdir, **settings,
         )
-        env.update(self.settings)
-        return env
 
     async def start(self, *args: str) -> None:
         self.double.identified.clear()

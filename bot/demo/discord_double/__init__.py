@@ -25,7 +25,9 @@ __all__ = [
     "DiscordError",
     "InteractionRecord",
     "RecordedRequest",
+    "bot_process_env",
     "subprocess_env",
+    "without_bot_settings",
 ]
 
 API_BASE_ENV = "DISCORD_DOUBLE_API_BASE"
@@ -44,4 +46,33 @@ def subprocess_env(double: DiscordDouble, base_env: Mapping[str, str]) -> dict[s
     env["PYTHONPATH"] = str(HOOK_DIR) if not existing else os.pathsep.join([str(HOOK_DIR), existing])
     env[API_BASE_ENV] = double.api_base
     env[GATEWAY_ENV] = double.gateway_url
+    return env
+
+
+def without_bot_settings(env: Mapping[str, str], root: Path) -> dict[str, str]:
+    """`env` without any DISCORD_ or VIDEO_ variable (a host's own token or key must never reach a bot run against
+    the double), with the checkout at `root` importable."""
+    kept = {key: value for key, value in env.items() if not key.startswith(("DISCORD_", "VIDEO_"))}
+    kept["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), kept.get("PYTHONPATH")]))
+    return kept
+
+
+def bot_process_env(
+    double: DiscordDouble, base_env: Mapping[str, str], *, token: str, service_url: str, api_key: str, workdir: Path,
+    **settings: str,
+) -> dict[str, str]:
+    """`subprocess_env` plus what every `python -m bot` run against `double` needs: its token and the double's
+    server, the video service and its key, and its files (database, videos, heartbeat) in `workdir`; then
+    `settings` (the caller's own, e.g. LOG_LEVEL) over them."""
+    env = subprocess_env(double, base_env)
+    env.update(
+        DISCORD_TOKEN=token,
+        DISCORD_GUILD_ID=str(double.guild_id),
+        VIDEO_API_BASE_URL=service_url,
+        VIDEO_API_KEY=api_key,
+        DATABASE_PATH=str(workdir / "bot.sqlite3"),
+        VIDEO_STORAGE_DIR=str(workdir / "videos"),
+        HEARTBEAT_PATH=str(workdir / "heartbeat"),
+    )
+    env.update(settings)
     return env
