@@ -142,12 +142,21 @@ class DurationModel:
         above = min(below + 1, len(ordered) - 1)
         return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
 
-    def share_done_by(self, model: str, age: float) -> float | None:
-        """The share of recent jobs done within `age` seconds; None before there is enough data."""
+    def share_done_by(self, model: str, age: float, *, spread: float = 0.0) -> float | None:
+        """The share of recent jobs done within `age` seconds; None before there is enough data.
+
+        `spread`: a recorded duration is known only to within this much either way (its job was found done
+        some time in an interval): it counts in proportion to how much of that range lies within `age`.
+        """
         learned = self._models.get(model)
         if learned is None or len(learned.ordered) < self._min_samples:
             return None
-        return bisect.bisect_right(learned.ordered, age) / len(learned.ordered)
+        ordered = learned.ordered
+        if spread <= 0:
+            return bisect.bisect_right(ordered, age) / len(ordered)
+        surely = bisect.bisect_right(ordered, age - spread)
+        partly = ordered[surely:bisect.bisect_left(ordered, age + spread, lo=surely)]
+        return (surely + sum(age + spread - duration for duration in partly) / (2 * spread)) / len(ordered)
 
     def first_poll_after(self, model: str) -> float:
         """Seconds after acceptance at which a new job of `model` is first worth polling."""

@@ -21,8 +21,11 @@ from bot.store import Job
 #: The likely completion window of a model opens at this quantile of its recent durations (or at the
 #: first poll, if sooner), one interval early; it has no far end for ordering (see `worth_from`).
 WINDOW_QUANTILE_LOW = 0.0
-#: After a poll that found the job running, skip ahead to where this share of the remaining jobs
-#: (by the recent durations) would be done, if that is further than one interval.
+#: After a poll that found the job running, the next is an interval later, unless fewer than this share of the
+#: jobs still running by then are expected to end within that interval (by the recent durations): a gap where
+#: no job ends, skipped to where they end again.
+GAP_SHARE = 0.1
+#: ... skipped to where this share of the jobs recorded after the gap's start are done.
 SKIP_TO_SHARE = 0.03
 #: First polls not yet sent are brought forward once the first-poll offset fell by this share.
 REPLAN_SHARE = 0.05
@@ -137,11 +140,28 @@ class PollSchedule:
         return due
 
     def _skip_to(self, model: str, age: float) -> float:
-        """Where the next poll is worth making for a job still running at `age`, by the recent durations."""
-        done = self.durations.share_done_by(model, age)
+        """Where the next poll is worth making for a job still running at `age`, by the recent durations: 0 for
+        an interval on, as usual, or where jobs end again after a gap in which (almost) none do.
+
+        A recorded duration is the middle of the interval in which its job was found done (`finished`): the
+        job may have ended up to half an interval either side of it, and is counted so. Counted as exact, the
+        quick jobs of a bimodal run found done at 60 s after a poll at 40 s (all recorded at 50 s) made a job
+        seen running at 57 s look past the whole quick mode, and its next poll skipped to the slow one (a lag
+        of 87 s in one run of bench/).
+        """
+        spread = self.interval / 2
+        done = self.durations.share_done_by(model, age, spread=spread)
         if done is None or done >= 1.0:
             return 0.0
-        return self.durations.quantile(model, done + SKIP_TO_SHARE * (1 - done))
+        ahead = self.durations.share_done_by(model, age + self.interval, spread=spread)
+        assert ahead is not None
+        if ahead - done >= GAP_SHARE * (1 - done):
+            return 0.0
+        # Past the gap: where a few of the jobs recorded wholly after `age` are done (a stray record alone, such
+        # as a job found late, does not move it), as early as their records allow.
+        started = self.durations.share_done_by(model, age + spread)
+        assert started is not None
+        return self.durations.quantile(model, started + SKIP_TO_SHARE * (1 - started)) - spread
 
     def finished(self, plan: Plan, answered: float, *, completed: bool) -> None:
         """The job ended (done or failed) at or before `answered`: learn its duration and drop it."""

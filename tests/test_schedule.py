@@ -118,6 +118,30 @@ def test_no_polls_where_no_job_finishes() -> None:
     assert p99([lags[n] for n in range(300, 600)]) <= 1.03 * INTERVAL
 
 
+def test_a_job_seen_running_near_the_learned_end_of_a_mode_is_not_skipped_past_it() -> None:
+    durations = DurationModel((60.0, 180.0))
+    schedule = PollSchedule(durations, INTERVAL)
+    # Quick jobs seen running at 40 s and found done at 60 s are recorded at 50 s (the middle); slow ones at 165 s.
+    for duration in [50.0] * 70 + [165.0] * 30:
+        durations.record(MODEL, duration)
+
+    def next_poll_age(job_id: int, seen_running_at: float) -> float:
+        plan = schedule.add(job(job_id, 1000.0), 1000.0 + seen_running_at)
+        assert [p for _, p in schedule.pop_due(1000.0 + seen_running_at)] == [plan]
+        schedule.sending(plan, 1000.0 + seen_running_at)
+        due = schedule.running(plan, 1000.0 + seen_running_at)
+        schedule.drop(job_id)
+        return due - 1000.0
+
+    # Polled a little late and still running: a quick job may end any moment up to 60 s.
+    assert next_poll_age(1, 57.0) == 57.0 + INTERVAL
+    # Past the quick mode: the gap is skipped, to the earliest a slow job recorded at 165 s may have ended.
+    assert next_poll_age(2, 60.0) == 165.0 - INTERVAL / 2
+    assert next_poll_age(3, 75.0) == 165.0 - INTERVAL / 2
+    # Inside the slow mode: an interval, as anywhere jobs end.
+    assert next_poll_age(4, 160.0) == 160.0 + INTERVAL
+
+
 def test_a_poll_is_worth_sending_from_its_due_time_or_its_window_opening() -> None:
     durations = DurationModel((60.0, 180.0))
     schedule = PollSchedule(durations, INTERVAL)
