@@ -23,9 +23,10 @@ from bot.store import Job
 WINDOW_QUANTILE_LOW = 0.0
 #: After a poll that found the job running, the next is an interval later, unless fewer than this share of the
 #: jobs still running by then are expected to end within that interval (by the recent durations): a gap where
-#: no job ends, skipped to where they end again.
+#: no job ends, skipped.
 GAP_SHARE = 0.1
-#: ... skipped to where this share of the jobs recorded after the gap's start are done.
+#: A skip goes to where this share of the jobs recorded past the gap's start are done (one stray record, such as
+#: a job found late, does not decide it).
 SKIP_TO_SHARE = 0.03
 #: First polls not yet sent are brought forward once the first-poll offset fell by this share.
 REPLAN_SHARE = 0.05
