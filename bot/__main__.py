@@ -38,6 +38,7 @@ from bot.models import Catalogue, CatalogueError
 from bot.retry import NO_RETRY, RetryPolicy
 from bot.settings import Settings, SettingsError, load_settings
 from bot.store import SCHEMA_VERSION, DatabaseTooNew, StoreUnavailable
+from bot.tasks import cancel_and_wait
 from bot.video_bot import VideoBot
 from bot.video_client import mask_key
 from bot.video_requests import PAUSE_KEY
@@ -124,9 +125,7 @@ async def until_stopped(work: Coroutine[Any, Any, _T], stopping: asyncio.Event) 
         waiter.cancel()
     if task.done():
         return True, task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    await cancel_and_wait(task)
     return False, None
 
 

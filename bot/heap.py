@@ -14,12 +14,13 @@ automatic: they walk only what was made since their last collection, a few thous
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from bot.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +110,7 @@ class FullCollections:
     async def stop(self) -> None:
         """CPython's own trigger again (a process that goes on without the loop still collects)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
         if self._automatic is not None:
             gc.set_threshold(*self._automatic)

@@ -7,7 +7,6 @@ bot/server_store.py), and posted from here in order, so a stop between the two l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -20,6 +19,7 @@ from bot.server_settings import ServerRules
 from bot.settings import Settings
 from bot.settings_views import event_line
 from bot.store import JobStore
+from bot.tasks import cancel_and_wait
 from bot.video_client import VideoServiceClient
 
 log = logging.getLogger(__name__)
@@ -81,9 +81,7 @@ class Housekeeping:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
 
     async def _run(self) -> None:

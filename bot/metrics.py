@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import math
 import time
@@ -26,6 +25,7 @@ from prometheus_client.registry import Collector
 from bot.lifecycle import JobState
 from bot.notices import Notice
 from bot.store import Job, JobStore
+from bot.tasks import cancel_and_wait
 from bot.video_client import KeyInfo
 from bot.worker import Deliverer, Delivery
 
@@ -219,9 +219,7 @@ class MetricsEndpoint:
 
     async def close(self) -> None:
         if self._monitor is not None:
-            self._monitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._monitor
+            await cancel_and_wait(self._monitor)
             self._monitor = None
         if self._runner is not None:
             await self._runner.cleanup()

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Coroutine
 from typing import Any
+
+
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    """Cancel one task and wait until it has ended (its cancellation is the expected end, not an error)."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 class BackgroundTasks:

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from bot.tasks import BackgroundTasks
+from bot.tasks import BackgroundTasks, cancel_and_wait
 
 
 async def test_a_failing_task_is_logged_with_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
@@ -34,3 +34,19 @@ async def test_cancel_all_stops_every_task_still_running() -> None:
     await started.wait()
     await tasks.cancel_all()
     assert all(task.cancelled() for task in running)
+
+
+async def test_cancel_and_wait_returns_once_the_task_has_ended() -> None:
+    cleaned = asyncio.Event()
+
+    async def forever() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0.01)  # its own clean-up, waited for
+            cleaned.set()
+
+    task = asyncio.create_task(forever())
+    await asyncio.sleep(0)
+    await cancel_and_wait(task)
+    assert task.cancelled() and cleaned.is_set()
