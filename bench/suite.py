@@ -85,18 +85,11 @@ def _start_bots(commands: list[list[str]]) -> list[subprocess.Popen[str]]:
     return bots
 
 
-def run_scenario(
-    scenario: Scenario,
-    scale: TimeScale,
-    workdir: Path,
-    seed: int,
-    latency_ms: float = 0.0,
-    profile_dir: Path | None = None,
-    postgres: PostgresServer | None = None,
-) -> dict[str, Any]:
-    workdir.mkdir(parents=True)
-    dump = workdir / "simulator.json"
-    sim_cmd = [
+def simulator_command(
+    scenario: Scenario, scale: TimeScale, dump: Path, seed: int, latency_ms: float = 0.0
+) -> list[str]:
+    """The simulator's process for `scenario`: its job durations, platform limit and answer delay."""
+    command = [
         sys.executable, "-m", "bench.sim_server",
         "--k", str(scale.k),
         "--job-seconds", str(scenario.job_seconds[0]),
@@ -108,7 +101,22 @@ def run_scenario(
         "--latency-ms", str(latency_ms),
     ]  # fmt: skip
     if scenario.platform_limit is not None:
-        sim_cmd += ["--rate-limit", str(scenario.platform_limit)]
+        command += ["--rate-limit", str(scenario.platform_limit)]
+    return command
+
+
+def run_scenario(
+    scenario: Scenario,
+    scale: TimeScale,
+    workdir: Path,
+    seed: int,
+    latency_ms: float = 0.0,
+    profile_dir: Path | None = None,
+    postgres: PostgresServer | None = None,
+) -> dict[str, Any]:
+    workdir.mkdir(parents=True)
+    dump = workdir / "simulator.json"
+    sim_cmd = simulator_command(scenario, scale, dump, seed, latency_ms)
     if scenario.video_bytes is not None:
         # Random bytes in an ftyp + mdat frame: the client checks the box headers, never the media.
         video = workdir / "video.mp4"

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench import limit_model, suite
 from bench.report import add_targets, combine, percentile, render_markdown
 from bench.run_one import StallMonitor
@@ -224,6 +226,20 @@ def test_the_limit_model_detects_every_job_and_ranks_the_longest_waiting_poll_be
         assert 0.0 <= outcome.lag_p50 <= outcome.lag_p99 <= outcome.lag_max
         assert outcome.polls_per_job >= 1.0  # every job was found done by a poll
     assert chance.lag_p50 < due.lag_p50 and due.lag_p99 < chance.lag_p99
+
+
+def test_the_fluid_estimate_is_the_interval_while_the_rate_suffices_and_grows_as_the_rate_binds() -> None:
+    free = limit_model.fluid_lag_p99(jobs=10)
+    # Polls one interval apart: a job's lag is anywhere in it, so the p99 is 99 % of the interval.
+    assert free.longest_gap == 20.0 and free.lag_p99 == 19.8
+    # The limited run (1,000 jobs, 20 requests a second): about 800 jobs running while 8 a second end, each
+    # taking a download; the last figures measured by hand (a model: deterministic).
+    limited = limit_model.fluid_lag_p99()
+    assert limited.lag_p99 == pytest.approx(59.8, abs=0.5) and limited.longest_gap == pytest.approx(67.8, abs=1)
+    assert limit_model.fluid_lag_p99(rate=25.0).lag_p99 < 50.0 < limited.lag_p99
+    # Jobs of 10-60 s: the creates take every slot of the first 50 s, and the jobs wait for them.
+    quick = limit_model.fluid_lag_p99(shortest=10.0, longest=60.0)
+    assert quick.longest_gap == pytest.approx(89.7, abs=1)
 
 
 async def test_the_stall_monitor_times_the_longest_turn_and_its_part_on_the_cpu() -> None:
