@@ -70,7 +70,7 @@ def build_client(
 async def open_store(settings: Settings, *, clock: Callable[[], float] = time.time) -> JobStore:
     """The job store of these settings, migrated: PostgreSQL at DATABASE_URL, else SQLite at DATABASE_PATH."""
     if settings.database_url is not None:
-        return await JobStore.open_url(settings.database_url, clock=clock)
+        return await JobStore.open_url(settings.database_url, clock=clock, follow_database_clock=True)
     return await JobStore.open(settings.database_path, clock=clock)
 
 

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 DEFAULT_LEASE_SECONDS = 60.0
 #: Jobs one claim takes at most: a survivor adopts a dead process's jobs in bounded batches.
 CLAIM_BATCH = 100
+#: A host's clock this far off the database server's is worth a warning: leases follow the server's clock
+#: anyway (bot/store.py), but the bot's other times (the logs, the daily caps' days) follow the host's.
+CLOCK_SKEW_WARNING_S = 2.0
 
 
 def new_owner() -> str:

@@ -7,6 +7,7 @@ Write-ahead rule: a row exists in `submitting` before a create request leaves th
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,7 +29,7 @@ from bot.database import (
 )
 from bot.database_url import is_postgres_url, redacted, sqlite_path_of
 from bot.errors import BotError
-from bot.leases import CLAIM_BATCH, Lease
+from bot.leases import CLAIM_BATCH, CLOCK_SKEW_WARNING_S, Lease
 from bot.lifecycle import (
     FINAL_STATES,
     IN_FLIGHT_STATES,
@@ -72,6 +73,8 @@ __all__ = [
     "load_migrations",
 ]
 
+
+log = logging.getLogger(__name__)
 
 S = JobState
 
@@ -290,9 +293,16 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 class JobStore:
     """All SQL of the bot, on one database (SQLite or PostgreSQL, bot/database.py), one writer at a time."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, db: Database, *, clock: Callable[[], float] = time.time, follow_database_clock: bool = False
+    ) -> None:
+        """`follow_database_clock`: on PostgreSQL, count lease times on the database server's clock (see
+        `_follow_database_clock`); a store on a clock of its caller's (a test's) leaves it off."""
         self._db = db
         self._clock = clock
+        self._follow_database = follow_database_clock and db.dialect == "postgresql"
+        self._lease_offset = 0.0  # the database's clock minus this host's, last measured
+        self._clock_skewed = False
 
     @classmethod
     async def open(cls, path: Path | str, *, clock: Callable[[], float] = time.time) -> JobStore:
@@ -300,7 +310,9 @@ class JobStore:
         return await cls.on(await SqliteDatabase.open(path), clock=clock)
 
     @classmethod
-    async def open_url(cls, url: str, *, clock: Callable[[], float] = time.time) -> JobStore:
+    async def open_url(
+        cls, url: str, *, clock: Callable[[], float] = time.time, follow_database_clock: bool = False
+    ) -> JobStore:
         """The database at `sqlite:///PATH` or `postgresql://USER:PASSWORD@HOST:PORT/NAME`, migrated."""
         path = sqlite_path_of(url)
         if path is not None:
@@ -309,12 +321,15 @@ class JobStore:
             raise ValueError(f"not a sqlite:/// or postgresql:// database address: {redacted(url)}")
         from bot.postgres import PostgresDatabase  # asyncpg is loaded only by the bots that use it
 
-        return await cls.on(await PostgresDatabase.open(url), clock=clock)
+        database = await PostgresDatabase.open(url)
+        return await cls.on(database, clock=clock, follow_database_clock=follow_database_clock)
 
     @classmethod
-    async def on(cls, db: Database, *, clock: Callable[[], float] = time.time) -> JobStore:
+    async def on(
+        cls, db: Database, *, clock: Callable[[], float] = time.time, follow_database_clock: bool = False
+    ) -> JobStore:
         """The store on an open database, after migrating it; closes the database if that fails."""
-        store = cls(db, clock=clock)
+        store = cls(db, clock=clock, follow_database_clock=follow_database_clock)
         try:
             await store._migrate()
         except BaseException:
@@ -398,7 +413,7 @@ class JobStore:
         values = (
             S.RECEIVED, new.model, new.prompt, new.seed, new.user_id, new.guild_id, new.channel_id,
             new.locale, new.upload_limit_bytes, new.interaction_token, new.interaction_expires_at, now, now,
-            new.price_yen, lease.owner if lease else None, lease.expires(now) if lease else None,
+            new.price_yen, lease.owner if lease else None, lease.expires(self._lease_now()) if lease else None,
         )
         # One statement, one trip: the row is written only where every guardrail lets it in (the rules are the
         # SQL conditions, checked in the write's own transaction), and RETURNING gives it back as written.
@@ -502,7 +517,7 @@ class JobStore:
         finding its lease expired, had ended `unknown`.
         """
         def accepted(now: float) -> dict[str, Any]:
-            held = {"lease_owner": lease.owner, "lease_expires_at": lease.expires(now)} if lease else {}
+            held = {"lease_owner": lease.owner, "lease_expires_at": lease.expires(self._lease_now())} if lease else {}
             return {"service_job_id": service_job_id, "charged_yen": charged_yen, "accepted_at": now,
                     "next_poll_at": next_poll_at, **held}
 
@@ -586,11 +601,12 @@ class JobStore:
         Returns the requests it moved.
         """
         if lease is not None:
+            await self._follow_database_clock()
             take_all = self._db.dialect == "sqlite"
             # Beside live processes, a bounded batch: the claims of the lease loop take the rest, without holding
             # every process's writes behind one long transaction.
             async with self._write():
-                _, moved = await self._claim(lease, self._clock(), limit=None if take_all else CLAIM_BATCH,
+                _, moved = await self._claim(lease, self._lease_now(), limit=None if take_all else CLAIM_BATCH,
                                              take_all=take_all, max_notice_attempts=max_notice_attempts)
             return moved
         moved = []
@@ -601,6 +617,35 @@ class JobStore:
 
     # -- leases (bot/leases.py): which process works on which job --------------------------------
 
+    def _lease_now(self) -> float:
+        """Now on the timeline every process writes its lease times on: the database server's clock where it
+        is followed, else this host's."""
+        return self._clock() + self._lease_offset
+
+    async def _follow_database_clock(self) -> None:
+        """Measure the database server's clock against this host's, before a round of lease times.
+
+        Processes on several hosts compare each other's lease times. A host whose clock ran a lease ahead
+        would find every live process's leases expired and take their jobs (one in the middle of its upload
+        would then be posted twice); one behind would write leases already expired for the others. On the
+        server's clock they agree, whatever the hosts' clocks say.
+        """
+        if not self._follow_database:
+            return
+        before = self._clock()
+        row = await self._one("SELECT EXTRACT(EPOCH FROM clock_timestamp())", ())
+        after = self._clock()
+        assert row is not None
+        self._lease_offset = float(row[0]) - (before + after) / 2
+        skewed = abs(self._lease_offset) > CLOCK_SKEW_WARNING_S
+        if skewed and not self._clock_skewed:
+            log.warning(
+                "this host's clock is %.1f s %s the database server's: leases are counted on the server's clock; "
+                "set this host's time right (NTP)", abs(self._lease_offset),
+                "behind" if self._lease_offset > 0 else "ahead of",
+            )
+        self._clock_skewed = skewed
+
     async def renew_leases(self, lease: Lease, *, wait: bool = False) -> Renewal:
         """The process's heartbeat and the renewal of every lease it holds, in one transaction.
 
@@ -610,7 +655,8 @@ class JobStore:
         another process's write holds the database: the next comes long before the expiry. `wait=True`
         for the renewal a worker needs before it may touch a job again.
         """
-        now = self._clock()
+        await self._follow_database_clock()
+        now = self._lease_now()
         async with self._write(wait=wait):
             await self._db.execute(
                 """INSERT INTO processes (owner, started_at, heartbeat_at) VALUES (?, ?, ?)
@@ -635,7 +681,7 @@ class JobStore:
         `submitting` (maybe sent) unknown, never resent. Returns (every job claimed, as it is now;
         the ones recovery moved).
         """
-        now = self._clock()
+        now = self._lease_now()  # the server's clock as the last renewal measured it
         # Read first: a claim with nothing to take (nearly every one) must not take the write lock that a
         # /video row waits for.
         where, params = self._claimable(lease, now, take_all=False, max_notice_attempts=max_notice_attempts)
@@ -834,7 +880,7 @@ class JobStore:
         """
         row = await self._one(
             "SELECT owner FROM processes WHERE heartbeat_at > ? ORDER BY started_at, owner LIMIT 1",
-            (self._clock() - lease.seconds,),
+            (self._lease_now() - lease.seconds,),
         )
         return row is None or row[0] == lease.owner
 

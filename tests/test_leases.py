@@ -22,6 +22,7 @@ import asyncpg
 import pytest
 
 from bot.app import build_client, server_rules
+from bot.app import open_store as open_bot_store
 from bot.leases import Lease, new_owner
 from bot.models import BUILT_IN, DEFAULT_MODEL
 from bot.pacing import Pacer
@@ -767,3 +768,53 @@ async def test_leases_are_renewed_before_the_worker_starts(
         assert len([t for t in asyncio.all_tasks() if t.get_name() == "leases"]) == 1
     finally:
         await worker.stop()
+
+
+@pytest.mark.parametrize("skew", [2 * LEASE, -2 * LEASE], ids=["ahead", "behind"])
+async def test_hosts_whose_clocks_disagree_count_leases_on_the_database_servers_clock(
+    postgres_store_url: str, skew: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process on a host whose clock runs two leases ahead (or behind) of the others': on its own clock it would
+    take a live process's jobs at start-up (ahead), or write leases already expired for the others (behind). Both
+    follow the server's clock, and neither takes the other's live jobs. (Checked by opening both stores without
+    following the server's clock: the host ahead takes the job, and the right one takes the job of a host behind.)"""
+    right = await JobStore.open_url(postgres_store_url, follow_database_clock=True)
+    shift = [skew]
+    off = await JobStore.open_url(postgres_store_url, clock=lambda: time.time() + shift[0], follow_database_clock=True)
+    try:
+        a, b = lease("right"), lease("off")
+        await right.renew_leases(a)
+        held_by_right = await in_state(right, S.PENDING, a)
+        with caplog.at_level("WARNING", logger="bot.store"):
+            # The host off the clock starts: its take-over of dead processes' jobs comes first.
+            assert await off.recover_after_restart(b) == [], "a live process's job is not a dead one's"
+            held_by_off = await in_state(off, S.PENDING, b)
+            shift[0] = 2 * skew  # its clock jumps again: each renewal measures it anew
+            await off.renew_leases(b)
+        assert await off.claim_jobs(b, limit=10) == ([], []), "the live process's job stays with it"
+        assert await right.claim_jobs(a, limit=10) == ([], []), "so does the job of the process off the clock"
+        assert (await right.renew_leases(a)).held == {held_by_right.id}
+        assert (await off.renew_leases(b)).held == {held_by_off.id}
+        # Its lease is written on the server's clock, where the other process reads it.
+        expires = (await right.get(held_by_off.id)).lease_expires_at
+        assert expires is not None and abs(expires - (time.time() + LEASE)) < 5
+        warnings = [record.getMessage() for record in caplog.records if "clock is" in record.getMessage()]
+        assert len(warnings) == 1, "said once, by the host off the clock"
+        assert f"s {'ahead of' if skew > 0 else 'behind'} the database server's" in warnings[0]
+        assert float(warnings[0].split()[4]) == pytest.approx(abs(skew), abs=1)
+    finally:
+        await right.close()
+        await off.close()
+
+
+async def test_the_bots_store_on_postgresql_follows_the_servers_clock(postgres_store_url: str, tmp_path: Path) -> None:
+    """The composition root opens the store so: a host two leases ahead still writes leases on the server's clock."""
+    settings = bot_settings("http://127.0.0.1:9", SIM_KEY, tmp_path / "unused.sqlite3", DATABASE_URL=postgres_store_url)
+    store = await open_bot_store(settings, clock=lambda: time.time() + 2 * LEASE)
+    try:
+        holder = lease("bot")
+        await store.renew_leases(holder)
+        job = await in_state(store, S.PENDING, holder)
+        assert job.lease_expires_at is not None and abs(job.lease_expires_at - (time.time() + LEASE)) < 5
+    finally:
+        await store.close()
