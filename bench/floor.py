@@ -84,18 +84,11 @@ def on_grid(moment: float, grid: float) -> float:
     return math.ceil(moment / grid) * grid if grid > 0 else moment
 
 
-MODES = ("own moments", "grid", "grid + records")
-
-_RECORDS = (
-    "CREATE TABLE job (id INTEGER PRIMARY KEY, prompt TEXT NOT NULL, service_id TEXT, state TEXT NOT NULL)",
-    "INSERT INTO job (id, prompt, state) VALUES (?, ?, 'requested')",
-    "UPDATE job SET service_id = ?, state = 'pending' WHERE id = ?",
-    "UPDATE job SET state = ? WHERE id = ?",
-)
+OWN_MOMENTS, GRID, GRID_AND_RECORDS = MODES = ("own moments", "grid", "grid + records")
 
 
 class _Records:
-    """A job's records, each statement its own transaction on the disk; nothing at all when not `kept`."""
+    """A job's records, each statement its own transaction on the disk; nothing at all without a database."""
 
     def __init__(self, db: aiosqlite.Connection | None) -> None:
         self._db = db
@@ -105,67 +98,82 @@ class _Records:
         if path is None:
             return cls(None)
         db = await aiosqlite.connect(path, isolation_level=None)
-        for pragma in ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"):
-            await db.execute(pragma)
-        await db.execute(_RECORDS[0])
+        for statement in (
+            "PRAGMA journal_mode=WAL",
+            "PRAGMA synchronous=FULL",
+            "CREATE TABLE job (id INTEGER PRIMARY KEY, prompt TEXT NOT NULL, service_id TEXT, state TEXT NOT NULL)",
+        ):
+            await db.execute(statement)
         return cls(db)
 
-    async def write(self, statement: int, *params: object) -> None:
+    async def requested(self, index: int, prompt: str) -> None:
+        await self._write("INSERT INTO job (id, prompt, state) VALUES (?, ?, 'requested')", index, prompt)
+
+    async def accepted(self, index: int, service_id: str) -> None:
+        await self._write("UPDATE job SET service_id = ?, state = 'pending' WHERE id = ?", service_id, index)
+
+    async def ended(self, index: int, state: str) -> None:
+        await self._write("UPDATE job SET state = ? WHERE id = ?", state, index)
+
+    async def _write(self, sql: str, *params: object) -> None:
         if self._db is not None:
-            await self._db.execute(_RECORDS[statement], params)
+            await self._db.execute(sql, params)
 
     async def close(self) -> None:
         if self._db is not None:
             await self._db.close()
 
 
-async def run_floor(base_url: str, jobs: int, scale: TimeScale, workdir: Path, *, mode: str = MODES[0]) -> Floor:
+async def run_floor(base_url: str, jobs: int, scale: TimeScale, workdir: Path, *, mode: str = OWN_MOMENTS) -> Floor:
     """`jobs` jobs through the least a bot must do, in one of MODES."""
-    grid = scale.seconds(GRID_S) if mode != MODES[0] else 0.0
+    grid = scale.seconds(GRID_S) if mode != OWN_MOMENTS else 0.0
     spacing = 1.0 / scale.rate(UNBOUND_PACER_PER_S)
     first_poll = scale.seconds(JOB_SECONDS_MIN)
     interval = scale.seconds(POLL_INTERVAL_S)
     sent: Counter[str] = Counter()
     workdir.mkdir(parents=True, exist_ok=True)
     headers = {"Authorization": f"Bearer {API_KEY}"}
-    records = await _Records.open(workdir / "floor.sqlite3" if mode == MODES[2] else None)
-    async with aiohttp.ClientSession(base_url, headers=headers) as http:
+    records = await _Records.open(workdir / "floor.sqlite3" if mode == GRID_AND_RECORDS else None)
+    try:
+        async with aiohttp.ClientSession(base_url, headers=headers) as http:
 
-        async def one(index: int, at: float) -> None:
-            await asyncio.sleep(max(0.0, at - time.monotonic()))
-            prompt = f"floor video {index}"
-            await records.write(1, index, prompt)
-            async with http.post(CREATE_PATH, json={"model": MODEL_ID, "prompt": prompt, "seed": index}) as response:
-                job_id = (await response.json())["id"]
-            sent["create"] += 1
-            await records.write(2, job_id, index)
-            due = time.monotonic() + first_poll
-            while True:
-                await asyncio.sleep(max(0.0, on_grid(due, grid) - time.monotonic()))
-                async with http.get(f"{JOBS_PREFIX}/{job_id}") as response:
-                    status = (await response.json())["status"]
-                sent["status"] += 1
-                if status in ("completed", "failed"):
-                    break
-                due = time.monotonic() + interval
-            await records.write(3, status, index)
-            if status == "failed":
-                return
-            video = workdir / f"{job_id}.mp4"
-            async with http.get(f"{JOBS_PREFIX}/{job_id}/content") as response:
-                with video.open("wb") as file:
-                    async for chunk in response.content.iter_chunked(CHUNK_BYTES):
-                        file.write(chunk)
-            sent["download"] += 1
-            video.unlink()
-            await records.write(3, "delivered", index)
+            async def one(index: int, at: float) -> None:
+                await asyncio.sleep(max(0.0, at - time.monotonic()))
+                prompt = f"floor video {index}"
+                await records.requested(index, prompt)
+                body = {"model": MODEL_ID, "prompt": prompt, "seed": index}
+                async with http.post(CREATE_PATH, json=body) as response:
+                    job_id = (await response.json())["id"]
+                sent["create"] += 1
+                await records.accepted(index, job_id)
+                due = time.monotonic() + first_poll
+                while True:
+                    await asyncio.sleep(max(0.0, on_grid(due, grid) - time.monotonic()))
+                    async with http.get(f"{JOBS_PREFIX}/{job_id}") as response:
+                        status = (await response.json())["status"]
+                    sent["status"] += 1
+                    if status in ("completed", "failed"):
+                        break
+                    due = time.monotonic() + interval
+                await records.ended(index, status)
+                if status == "failed":
+                    return
+                video = workdir / f"{job_id}.mp4"
+                async with http.get(f"{JOBS_PREFIX}/{job_id}/content") as response:
+                    with video.open("wb") as file:
+                        async for chunk in response.content.iter_chunked(CHUNK_BYTES):
+                            file.write(chunk)
+                sent["download"] += 1
+                video.unlink()
+                await records.ended(index, "delivered")
 
-        started = time.monotonic()
-        cpu_started = time.process_time()
-        await asyncio.gather(*(one(index, started + index * spacing) for index in range(jobs)))
-        cpu = time.process_time() - cpu_started
-        wall = time.monotonic() - started
-    await records.close()
+            started = time.monotonic()
+            cpu_started = time.process_time()
+            await asyncio.gather(*(one(index, started + index * spacing) for index in range(jobs)))
+            cpu = time.process_time() - cpu_started
+            wall = time.monotonic() - started
+    finally:
+        await records.close()
     return Floor(mode, jobs, sent["create"], sent["status"], sent["download"], cpu, wall)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.floor import MODES, Floor, on_grid, render, run_floor
+from bench.floor import GRID_AND_RECORDS, MODES, Floor, on_grid, render, run_floor
 from bench.sim_server import API_KEY, BUDGET_YEN
 from bench.timescale import JOB_SECONDS_MAX, JOB_SECONDS_MIN, POLL_INTERVAL_S, TimeScale
 from tests.conftest import SimulatorFactory
@@ -45,7 +45,7 @@ async def test_each_mode_creates_polls_until_done_and_downloads_every_job(
     assert floor.cpu_s > 0 and floor.cpu_ms_per_request == pytest.approx(1000 * floor.cpu_s / floor.requests)
     assert not list(tmp_path.glob("*.mp4"))  # every download's file was removed
     database = tmp_path / "floor.sqlite3"
-    if mode == "grid + records":
+    if mode == GRID_AND_RECORDS:
         with sqlite3.connect(database) as db:
             rows = db.execute("SELECT state, service_id IS NOT NULL FROM job").fetchall()
         assert rows == [("delivered", 1)] * JOBS
@@ -71,4 +71,4 @@ def test_the_report_gives_each_mode_its_median_and_range() -> None:
             if line.startswith("| own") or line.startswith("| grid")}  # fmt: skip
     assert rows["own moments"][1:6] == ["3", "10", "6.50", "3.00", "2.60-3.40"]
     assert rows["grid"][1:6] == ["1", "10", "6.40", "2.00", "2.00-2.00"]
-    assert "grid + records" not in rows  # a mode not run is left out
+    assert GRID_AND_RECORDS not in rows  # a mode not run is left out
