@@ -24,9 +24,7 @@ import argparse
 import asyncio
 import json
 import math
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +40,7 @@ import aiosqlite
 from bench.report import machine
 from bench.scenarios import Scenario
 from bench.sim_server import API_KEY
-from bench.suite import DEFAULT_K, RESULTS, ROOT, simulator_command
+from bench.suite import DEFAULT_K, RESULTS, running_simulator, simulator_command
 from bench.timescale import JOB_SECONDS_MAX, JOB_SECONDS_MIN, POLL_INTERVAL_S, UNBOUND_PACER_PER_S, TimeScale
 from bot.simulator.app import CREATE_PATH, JOBS_PREFIX, MODEL_ID
 
@@ -191,16 +189,8 @@ def measure(jobs: int, scale: TimeScale, repeats: int, seed: int = 0) -> list[Fl
                 workdir = Path(tmp) / f"run-{repeat}-{number}"
                 workdir.mkdir()
                 command = simulator_command(scenario, scale, workdir / "simulator.json", seed)
-                simulator = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-                try:
-                    assert simulator.stdout is not None
-                    base_url = simulator.stdout.readline().strip()
-                    if not base_url.startswith("http"):
-                        raise RuntimeError("the simulator did not start")
+                with running_simulator(command, f"the floor's {mode} run") as base_url:
                     floors.append(asyncio.run(run_floor(base_url, jobs, scale, workdir, mode=mode)))
-                finally:
-                    simulator.send_signal(signal.SIGTERM)
-                    simulator.wait(timeout=30)
     return floors
 
 

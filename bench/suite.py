@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,22 @@ def simulator_command(
     return command
 
 
+@contextlib.contextmanager
+def running_simulator(command: list[str], name: str) -> Iterator[str]:
+    """The simulator's process, started from `command`: its base URL. Stopped on the way out (SIGTERM: it
+    writes its dump)."""
+    simulator = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert simulator.stdout is not None
+        base_url = simulator.stdout.readline().strip()
+        if not base_url.startswith("http"):
+            raise RuntimeError(f"the simulator of {name} did not start")
+        yield base_url
+    finally:
+        simulator.send_signal(signal.SIGTERM)
+        simulator.wait(timeout=30)
+
+
 def run_scenario(
     scenario: Scenario,
     scale: TimeScale,
@@ -151,45 +167,39 @@ def run_scenario(
     single = scenario.processes == 1
     outs = [workdir / ("bot.json" if single else f"bot{index}.json") for index in range(scenario.processes)]
 
-    simulator = subprocess.Popen(sim_cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     bots: list[subprocess.Popen[str]] = []
     server_cpu: float | None = None
-    try:
-        assert simulator.stdout is not None
-        base_url = simulator.stdout.readline().strip()
-        if not base_url.startswith("http"):
-            raise RuntimeError(f"the simulator of {scenario.name} did not start")
-        commands = []
-        for index, out in enumerate(outs):
-            command = [*bot_cmd, "--base-url", base_url, "--process-index", str(index), "--out", str(out),
-                       "--workdir", str(workdir / ("bot" if single else f"bot{index}"))]  # fmt: skip
-            if profile_dir is not None:
-                command = profiled(command, profile_dir, scenario.name if single else f"{scenario.name}-{index}")
-            commands.append(command)
-        bots = _start_bots(commands)
-        # The server's CPU from the moment the bots start their clocks until they have ended (their sessions
-        # too: an ended backend's time is in the server's count of its reaped children).
-        on_server = postgres if scenario.database == "postgresql" else None
-        server_start = memory.process_tree_cpu(on_server.process.pid) if on_server is not None else None
-        for bot in bots:
-            assert bot.stdin is not None
-            bot.stdin.write("go\n")
-            bot.stdin.flush()
-        deadline = time.monotonic() + timeout + 60
-        for bot in bots:
-            code = bot.wait(timeout=max(1.0, deadline - time.monotonic()))
-            if code != 0:
-                raise subprocess.CalledProcessError(code, bot.args)
-        if on_server is not None and server_start is not None:
-            time.sleep(0.2)  # the server reaps the ended sessions
-            server_cpu = memory.process_tree_cpu(on_server.process.pid) - server_start
-    finally:
-        for bot in bots:
-            if bot.poll() is None:
-                bot.kill()
-                bot.wait()
-        simulator.send_signal(signal.SIGTERM)
-        simulator.wait(timeout=30)
+    with running_simulator(sim_cmd, scenario.name) as base_url:
+        try:
+            commands = []
+            for index, out in enumerate(outs):
+                command = [*bot_cmd, "--base-url", base_url, "--process-index", str(index), "--out", str(out),
+                           "--workdir", str(workdir / ("bot" if single else f"bot{index}"))]  # fmt: skip
+                if profile_dir is not None:
+                    command = profiled(command, profile_dir, scenario.name if single else f"{scenario.name}-{index}")
+                commands.append(command)
+            bots = _start_bots(commands)
+            # The server's CPU from the moment the bots start their clocks until they have ended (their sessions
+            # too: an ended backend's time is in the server's count of its reaped children).
+            on_server = postgres if scenario.database == "postgresql" else None
+            server_start = memory.process_tree_cpu(on_server.process.pid) if on_server is not None else None
+            for bot in bots:
+                assert bot.stdin is not None
+                bot.stdin.write("go\n")
+                bot.stdin.flush()
+            deadline = time.monotonic() + timeout + 60
+            for bot in bots:
+                code = bot.wait(timeout=max(1.0, deadline - time.monotonic()))
+                if code != 0:
+                    raise subprocess.CalledProcessError(code, bot.args)
+            if on_server is not None and server_start is not None:
+                time.sleep(0.2)  # the server reaps the ended sessions
+                server_cpu = memory.process_tree_cpu(on_server.process.pid) - server_start
+        finally:
+            for bot in bots:
+                if bot.poll() is None:
+                    bot.kill()
+                    bot.wait()
     measured = combine([json.loads(out.read_text()) for out in outs])
     if scenario.database == "postgresql" and postgres is not None:
         measured["db_bytes"] = asyncio.run(_database_bytes(postgres, database)) - empty_bytes
