@@ -9,7 +9,11 @@ keeps them:
   (`first_hit` of the time). Each first poll nudges the offset in log space, down when the job was
   already complete, up when not (a stochastic-approximation quantile tracker). That is what notices a
   service that got faster: the recorded durations of jobs complete at their first poll are only
-  bounded from above, so a window of them alone would never move below the old first poll.
+  bounded from above, so a window of them alone would never move below the old first poll;
+- how late to send the first poll past a gap where no job ends (`probe_factor`), tracked the same way on the
+  polls sent there: the recorded durations place the far side of a gap up to an interval early (a job found
+  done was recorded at the middle of the interval it ended in), and polls there never learn better, since
+  every one finds its job running.
 
 Before there is data, the prior stands in: the service says generation "normally takes 1 to 3
 minutes", clamped to 3 to 9 poll intervals so a short test interval starts polling in proportion.
@@ -46,9 +50,44 @@ class MetaStore(Protocol):
     async def meta_with_prefix(self, prefix: str) -> dict[str, str]: ...
 
 
+#: The polls past a gap may find their job done more often: each hit ended at most a few seconds before it
+#: (a share of a mode's front), and a smaller step keeps the tracker's sawtooth inside the mode.
+PROBE_HIT = 0.2
+PROBE_STEP = 0.04
+PROBE_FACTOR_RANGE = (0.8, 1.25)
+PROBE_DOUBLINGS = 3
+
+
+@dataclass
+class _Tracker:
+    """A quantile tracker of when a poll is worth sending: it moves in log space, down after a poll there found
+    its job done (a hit), up after one did not, and is at rest when `hit_share` of the polls are hits.
+
+    Hits in a row may double the step (`doublings`): at rest they are rare, while after the jobs started ending
+    earlier they are the rule, so a small step (a small sawtooth at rest) still follows that within a few dozen
+    jobs. Only the polls past a gap use it: on the first polls it moved the second polls of a bimodal run to
+    just before its quick jobs' end, where a few of them were then skipped past the gap (a lag of 80 s in one
+    simulated draw).
+    """
+
+    value: float
+    streak: int = 0  # hits in a row
+
+    def nudge(self, *, completed: bool, hit_share: float, step: float, doublings: int = 0) -> None:
+        """One poll's outcome; hits in a row double the step, `doublings` times at most."""
+        if completed:
+            self.streak += 1
+            self.value *= math.exp(-step * (1 - hit_share) * 2 ** min(self.streak - 1, doublings))
+        else:
+            self.streak = 0
+            self.value *= math.exp(step * hit_share)
+
+
 @dataclass
 class _Learned:
-    first_offset: float  # seconds after acceptance for a job's first poll
+    first: _Tracker  # seconds after acceptance for a job's first poll
+    # How much later than its recorded durations a poll past a gap goes.
+    probe: _Tracker = field(default_factory=lambda: _Tracker(1.0))
     recent: deque[float] = field(default_factory=deque)  # arrival order, for eviction
     ordered: list[float] = field(default_factory=list)  # the same values, sorted, for quantiles
 
@@ -89,7 +128,7 @@ class DurationModel:
     def _learned(self, model: str) -> _Learned:
         learned = self._models.get(model)
         if learned is None:
-            learned = self._models[model] = _Learned(first_offset=self.prior[0])
+            learned = self._models[model] = _Learned(_Tracker(self.prior[0]))
         return learned
 
     # -- learning -------------------------------------------------------------------------------
@@ -114,14 +153,36 @@ class DurationModel:
         Returns True when the offset moved earlier.
         """
         learned = self._learned(model)
-        if completed and age <= learned.first_offset * _SLACK:
-            learned.first_offset *= math.exp(-self._step * (1 - self._first_hit))
+        if (age <= learned.first.value * _SLACK) if completed else (age >= learned.first.value / _SLACK):
+            learned.first.nudge(completed=completed, hit_share=self._first_hit, step=self._step)
             self.dirty = True
-            return True
-        if not completed and age >= learned.first_offset / _SLACK:
-            learned.first_offset *= math.exp(self._step * self._first_hit)
-            self.dirty = True
+            return completed
         return False
+
+    def probe_outcome(self, model: str, age: float, planned: float, *, completed: bool) -> None:
+        """A poll planned `planned` seconds after acceptance, past a gap, was sent at `age` and found the job
+        complete or not. As for a first poll, only an outcome on the far side of the plan says anything."""
+        if (age <= planned * _SLACK) if completed else (age >= planned / _SLACK):
+            learned = self._learned(model)
+            learned.probe.nudge(completed=completed, hit_share=PROBE_HIT, step=PROBE_STEP, doublings=PROBE_DOUBLINGS)
+            # Bounded, so a run of stray jobs ending inside a gap cannot pin it where no poll is a probe any more.
+            learned.probe.value = min(max(learned.probe.value, PROBE_FACTOR_RANGE[0]), PROBE_FACTOR_RANGE[1])
+            self.dirty = True
+
+    def probe_factor(self, model: str, *, at_most: float) -> float:
+        """How much later than its recorded durations a poll past a gap is worth sending (1 before data).
+
+        Held at `at_most` where that binds (and kept so): the tracker moves from where the polls go, or it would
+        drift past the bound where no outcome moves the polls, and take as long to come back when the jobs
+        past the gap start ending earlier.
+        """
+        learned = self._models.get(model)
+        if learned is None:
+            return min(1.0, at_most)
+        if learned.probe.value > at_most:
+            learned.probe.value = max(at_most, PROBE_FACTOR_RANGE[0])
+            self.dirty = True
+        return learned.probe.value
 
     # -- what it knows --------------------------------------------------------------------------
 
@@ -160,7 +221,7 @@ class DurationModel:
 
     def first_poll_after(self, model: str) -> float:
         """Seconds after acceptance at which a new job of `model` is first worth polling."""
-        return self._learned(model).first_offset if model in self._models else self.prior[0]
+        return self._learned(model).first.value if model in self._models else self.prior[0]
 
     def expected_ready_at(self, model: str, accepted_at: float) -> float:
         """When a job of `model` accepted at `accepted_at` is most likely ready (the median)."""
@@ -171,13 +232,22 @@ class DurationModel:
     def dumps(self) -> dict[str, str]:
         """Each model's state as a `meta` value."""
         return {
-            _META_KEY + model: json.dumps({"first_offset": learned.first_offset, "recent": list(learned.recent)})
+            _META_KEY + model: json.dumps(
+                {
+                    "first_offset": learned.first.value,
+                    "probe_factor": learned.probe.value,
+                    "recent": list(learned.recent),
+                }
+            )
             for model, learned in self._models.items()
         }
 
     def loads(self, model: str, value: str) -> None:
         data = json.loads(value)
-        learned = self._models[model] = _Learned(first_offset=float(data["first_offset"]))
+        # A row from before the probes were tracked has no factor: it starts from the records again.
+        learned = self._models[model] = _Learned(
+            _Tracker(float(data["first_offset"])), _Tracker(float(data.get("probe_factor", 1.0)))
+        )
         for duration in data["recent"][-self._window:]:
             learned.recent.append(float(duration))
         learned.ordered = sorted(learned.recent)

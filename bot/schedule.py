@@ -1,8 +1,9 @@
 """When to poll each job: a heap of due times planned from the learned durations (bot/durations.py).
 
 A new job is first polled near the low end of its model's durations, then every interval while it
-runs; a stretch where (by the recent jobs) no job of that model finishes is skipped. Two polls of one
-job are never closer than the interval: the next one is counted from the answer of the last.
+runs; a stretch where (by the recent jobs) no job of that model finishes is skipped, to where the polls
+sent past it learned the jobs start ending again. Two polls of one job are never closer than the
+interval: the next one is counted from the answer of the last.
 
 Everything here is in memory and costs O(log n) per poll; the worker writes the planned times to the
 database in batches (`take_changed`), so a restart resumes the schedule.
@@ -40,6 +41,7 @@ class Plan:
     polls: int = 0
     running_at: float = 0.0  # age (s after acceptance) at which the job was last seen unfinished
     sent_age: float = 0.0  # age at which the poll now out was sent
+    probe_age: float = 0.0  # the age the poll now planned was planned at, if past a gap (0 if not)
 
 
 class PollSchedule:
@@ -52,6 +54,9 @@ class PollSchedule:
         # Jobs whose first poll is still ahead, by model, and the offset they were planned with.
         self._awaiting_first: dict[int, Plan] = {}
         self._planned_offset: dict[str, float] = {}
+        # The same for the polls planned past a gap, and the probe factor they were planned with.
+        self._awaiting_probe: dict[int, Plan] = {}
+        self._planned_probe: dict[str, float] = {}
 
     def __len__(self) -> int:
         return len(self._plans)
@@ -133,10 +138,20 @@ class PollSchedule:
         first = plan.polls == 0
         plan.polls += 1
         plan.running_at = max(plan.running_at, plan.sent_age)
+        model = plan.job.model
         if first:
             self._awaiting_first.pop(plan.job.id, None)
-            self.durations.first_poll_outcome(plan.job.model, plan.sent_age, completed=False)
-        due = max(answered + self.interval, plan.accepted_at + self._skip_to(plan.job.model, plan.running_at))
+            self.durations.first_poll_outcome(model, plan.sent_age, completed=False)
+        elif plan.probe_age:
+            self._awaiting_probe.pop(plan.job.id, None)
+            self.durations.probe_outcome(model, plan.sent_age, plan.probe_age, completed=False)
+        after_gap = plan.accepted_at + self._skip_to(model, plan.running_at)
+        due = max(answered + self.interval, after_gap)
+        plan.probe_age = 0.0
+        if after_gap > answered + self.interval:
+            plan.probe_age = after_gap - plan.accepted_at
+            self._awaiting_probe[plan.job.id] = plan
+            self._planned_probe[model] = self.durations.probe_factor(model, at_most=math.inf)
         self._push(plan, due)
         return due
 
@@ -162,7 +177,13 @@ class PollSchedule:
         # as a job found late, does not move it), as early as their records allow.
         started = self.durations.share_done_by(model, age + spread)
         assert started is not None
-        return self.durations.quantile(model, started + SKIP_TO_SHARE * (1 - started)) - spread
+        recorded = self.durations.quantile(model, started + SKIP_TO_SHARE * (1 - started))
+        # As early as that record allows, or later by what the polls sent there learned (`probe_factor`); never
+        # past where it ended (`recorded + spread`), which keeps the lag of a job past the gap within an interval.
+        earliest, latest = recorded - spread, recorded + spread
+        if earliest <= 0:
+            return earliest
+        return min(earliest * self.durations.probe_factor(model, at_most=latest / earliest), latest)
 
     def finished(self, plan: Plan, answered: float, *, completed: bool) -> None:
         """The job ended (done or failed) at or before `answered`: learn its duration and drop it."""
@@ -173,6 +194,9 @@ class PollSchedule:
         age = answered - plan.accepted_at
         if plan.polls == 0 and self.durations.first_poll_outcome(model, plan.sent_age, completed=True):
             self._bring_forward(model, answered)
+        elif plan.probe_age:
+            self.durations.probe_outcome(model, plan.sent_age, plan.probe_age, completed=True)
+            self._bring_probes_forward(model, answered)
         # Done somewhere after the last poll that saw it running: assume within the last interval.
         self.durations.record(model, age - min(age - plan.running_at, self.interval) / 2)
 
@@ -197,9 +221,25 @@ class PollSchedule:
                 if earlier < plan.due:
                     self._push(plan, earlier)
 
+    def _bring_probes_forward(self, model: str, now: float) -> None:
+        """The polls past a gap found jobs done before them (the jobs there now end earlier): so do the polls
+        planned past a gap and not yet sent come earlier, in proportion, once it is worth the pass."""
+        factor = self.durations.probe_factor(model, at_most=math.inf)
+        planned = self._planned_probe.get(model)
+        if planned is None or factor > planned * (1 - REPLAN_SHARE):
+            return
+        self._planned_probe[model] = factor
+        for plan in self._awaiting_probe.values():
+            if plan.job.model == model and plan.due != math.inf:
+                plan.probe_age *= factor / planned
+                earlier = max(now, plan.accepted_at + plan.probe_age)
+                if earlier < plan.due:
+                    self._push(plan, earlier)
+
     def drop(self, job_id: int) -> None:
         """Stop polling a job (it ended, or another path took it over)."""
         self._awaiting_first.pop(job_id, None)
+        self._awaiting_probe.pop(job_id, None)
         self._plans.pop(job_id, None)
         self._changed.pop(job_id, None)
 

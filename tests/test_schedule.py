@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from itertools import pairwise
 
+import pytest
+
 from bot.durations import DurationModel
 from bot.schedule import Plan, PollSchedule
 from bot.store import Job, JobState
@@ -112,10 +114,28 @@ def test_no_polls_where_no_job_finishes() -> None:
     polls, lags, _ = simulate(schedule, durations, every=1.0)
 
     ages = [t - 1.0 * n for n, times in polls.items() if n >= 300 for t in times]
-    # The gap is 60-150 s; the recorded durations put the next mode's edge up to an interval early.
+    # The gap is 60-150 s. The recorded durations put the next mode's edge up to an interval early (130 s), and
+    # the polls sent past the gap learn how much later it is.
     in_gap = [age for age in ages if 80 < age < 150 - INTERVAL]
     assert len(in_gap) <= 0.01 * len(ages), len(in_gap)
+    # 2.97 polls a job when the polls past the gap went where the records put the edge.
+    assert len(ages) / 300 <= 2.85, len(ages) / 300
     assert p99([lags[n] for n in range(300, 600)]) <= 1.03 * INTERVAL
+
+
+@pytest.mark.parametrize("seed", [5, 8, 10])  # draws where, planned polls left where they were, p99 was 25-36 s
+def test_polls_past_a_gap_follow_the_next_mode_when_it_moves_earlier(seed: int) -> None:
+    rng = random.Random(seed)
+    schedule = PollSchedule(DurationModel((60.0, 180.0)), INTERVAL)
+    # The slow jobs take 150-180 s, then 110-140 s from the 600th on: where they now end was a gap.
+    durations = [
+        rng.uniform(40, 60) if rng.random() < 0.7 else rng.uniform(150, 180) if n < 600 else rng.uniform(110, 140)
+        for n in range(1000)
+    ]
+    _, lags, _ = simulate(schedule, durations, every=1.0)
+
+    slow_after = [n for _, n in sorted((n + durations[n], n) for n in range(600, 1000) if durations[n] > 100)]
+    assert p99([lags[n] for n in slow_after[20:]]) <= 1.03 * INTERVAL
 
 
 def test_a_job_seen_running_near_the_learned_end_of_a_mode_is_not_skipped_past_it() -> None:
@@ -140,6 +160,64 @@ def test_a_job_seen_running_near_the_learned_end_of_a_mode_is_not_skipped_past_i
     assert next_poll_age(3, 75.0) == 165.0 - INTERVAL / 2
     # Inside the slow mode: an interval, as anywhere jobs end.
     assert next_poll_age(4, 160.0) == 160.0 + INTERVAL
+
+
+def test_a_poll_past_a_gap_learns_where_the_next_mode_begins_and_never_goes_past_its_record() -> None:
+    durations = DurationModel((60.0, 180.0))
+    schedule = PollSchedule(durations, INTERVAL)
+    for duration in [50.0] * 70 + [165.0] * 30:
+        durations.record(MODEL, duration)
+
+    def past_the_gap(job_id: int, *, found_done: bool) -> float:
+        """Seen running at 60 s: the poll past the gap, at an age it returns, finds the job done or not."""
+        plan = schedule.add(job(job_id, 0.0), 60.0)
+        assert [p for _, p in schedule.pop_due(60.0)] == [plan]
+        schedule.sending(plan, 60.0)
+        due = schedule.running(plan, 60.0)
+        assert [p for _, p in schedule.pop_due(due)] == [plan]
+        schedule.sending(plan, due)
+        if found_done:
+            schedule.finished(plan, due, completed=True)
+        else:
+            schedule.running(plan, due)
+            schedule.drop(job_id)
+        return due
+
+    # At first as early as the slow record allows (it ended in 155-175 s); each poll there that finds its job
+    # still running moves the next a little later, up to where the record ended and no further: a job of that
+    # mode waits at most an interval.
+    ages = [past_the_gap(n, found_done=False) for n in range(80)]
+    assert ages[0] == 165.0 - INTERVAL / 2
+    assert all(a < b for a, b in pairwise(ages[:10]))
+    assert max(ages) == ages[-1] == 165.0 + INTERVAL / 2
+    # Polls there that find their job done move the next earlier, and hits in a row by more each time.
+    hits = [past_the_gap(n, found_done=True) for n in range(100, 104)]
+    assert hits[0] == ages[-1]
+    steps = [a - b for a, b in pairwise(hits)]
+    assert steps[0] > 0 and all(b > a for a, b in pairwise(steps)), steps
+
+
+def test_polls_planned_past_a_gap_come_earlier_once_the_polls_there_find_their_jobs_done() -> None:
+    durations = DurationModel((60.0, 180.0))
+    schedule = PollSchedule(durations, INTERVAL)
+    for duration in [50.0] * 70 + [165.0] * 30:
+        durations.record(MODEL, duration)
+    waiting = schedule.add(job(1, 0.0), 60.0)
+    schedule.pop_due(60.0)
+    schedule.sending(waiting, 60.0)
+    planned = schedule.running(waiting, 60.0)
+    assert planned == 155.0
+    # Other jobs, accepted earlier, are found done at their polls past the gap: the next mode moved earlier.
+    for n in range(2, 5):
+        plan = schedule.add(job(n, -50.0), 10.0)
+        schedule.pop_due(10.0)
+        schedule.sending(plan, 10.0)
+        due = schedule.running(plan, 10.0)
+        schedule.pop_due(due)
+        schedule.sending(plan, due)
+        schedule.finished(plan, due, completed=True)
+    assert 124.0 <= waiting.due < planned - 0.05 * planned, waiting.due
+    assert schedule.next_due() == waiting.due
 
 
 def test_a_poll_is_worth_sending_from_its_due_time_or_its_window_opening() -> None:
@@ -176,6 +254,14 @@ def test_the_first_poll_offset_is_kept_with_the_durations() -> None:
     assert again.first_poll_after(MODEL) == learned.first_poll_after(MODEL) < 60.0
     assert again.quantile(MODEL, 0.5) == learned.quantile(MODEL, 0.5) == 39.5
     assert again.expected_ready_at(MODEL, 100.0) == 139.5
+    learned.probe_outcome(MODEL, 150.0, 150.0, completed=False)
+    again = DurationModel((60.0, 180.0))
+    for key, value in learned.dumps().items():
+        again.loads(key.removeprefix("durations:"), value)
+    assert again.probe_factor(MODEL, at_most=2.0) == learned.probe_factor(MODEL, at_most=2.0) > 1.0
+    # A row written before the polls past a gap were tracked.
+    again.loads(MODEL, '{"first_offset": 50.0, "recent": [1.0]}')
+    assert again.probe_factor(MODEL, at_most=2.0) == 1.0 and again.first_poll_after(MODEL) == 50.0
 
 
 async def test_the_durations_of_every_model_survive_a_restart_through_the_store(open_store: StoreOpener) -> None:
