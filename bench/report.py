@@ -45,6 +45,23 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def grid_detect_p50(durations: Sequence[float], shortest: float, interval: float) -> float | None:
+    """The median time to detection of polls sent exactly at `shortest`, then every `interval`, for these durations.
+
+    No schedule with polls an interval apart does much better on the same jobs: the lag p50 target (0.52 of an
+    interval) is measured on one draw of durations, whose own median under such a grid moves with the draw (about
+    0.3 s either way at 100 jobs).
+    """
+    return percentile(
+        [
+            shortest - duration if duration <= shortest
+            else interval * math.ceil((duration - shortest) / interval) - (duration - shortest)
+            for duration in durations
+        ],
+        0.50,
+    )  # fmt: skip
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -151,6 +168,11 @@ def summarise(scenario: Scenario, bot: Mapping[str, Any], sim: Mapping[str, Any]
             key=lambda job: job["completed_at"],
         )[RECOVERY_JOBS:]
         recovered = percentile([scale.production(deliveries[j["id"]] - j["completed_at"]) for j in later], 0.99)
+    # Uniform durations only: elsewhere the shortest duration moves (speed-up) or jobs cluster (bimodal).
+    grid = None
+    if scenario.profile == "uniform":
+        shortest = scenario.job_seconds[0]
+        grid = grid_detect_p50([scale.production(job["duration"]) for job in sim_jobs], shortest, interval)
     status_per_job = status_requests / jobs
     floor_per_job = _mean(floors)
     # PostgreSQL's server works in processes of its own; SQLite's work is in the bot's CPU already.
@@ -193,6 +215,7 @@ def summarise(scenario: Scenario, bot: Mapping[str, Any], sim: Mapping[str, Any]
         "lag_p99_s": _round(lag_p99, 2),
         "lag_max_s": _round(max(lags) if lags else None, 2),
         "detect_p50_s": _round(percentile(detect, 0.50), 2),
+        "grid_detect_p50_s": _round(grid, 2),
         "detect_p99_s": _round(percentile(detect, 0.99), 2),
         "post_p50_s": _round(percentile(post, 0.50), 2),
         "post_p99_s": _round(percentile(post, 0.99), 2),
@@ -316,8 +339,8 @@ def _targets(
         return Target("status requests per job", _fmt(run["status_per_job"]),
                       f"<= {share:g} x floor = {share * floor:.2f}", _le(run["status_per_job"], share * floor))
 
-    def lag(what: str, key: str, multiple: float) -> Target:
-        return Target(what, f"{_fmt(run[key], 1)} s", f"<= {multiple * interval:.1f} s ({multiple:g} x interval)",
+    def lag(what: str, key: str, multiple: float, note: str = "") -> Target:
+        return Target(what, f"{_fmt(run[key], 1)} s{note}", f"<= {multiple * interval:.1f} s ({multiple:g} x interval)",
                       _le(run[key], multiple * interval))
 
     if run["group"] != "download":
@@ -334,7 +357,9 @@ def _targets(
             targets.append(cap("worst event-loop stall", "worst_stall_ms", WORST_STALL_MS, " ms", 1))
             targets.append(cap("peak RSS", "peak_rss_mib", PEAK_RSS_MIB, " MiB", 1))
         if run["jobs"] <= large:
-            targets += [polls(POLLS_OVER_FLOOR), lag("lag p50", "lag_p50_s", LAG_P50_X),
+            grid = run.get("grid_detect_p50_s")
+            note = f" (polls exactly an interval apart: {grid:.2f} s to detection)" if grid is not None else ""
+            targets += [polls(POLLS_OVER_FLOOR), lag("lag p50", "lag_p50_s", LAG_P50_X, note),
                         lag("lag p99", "lag_p99_s", LAG_P99_X)]
         if smallest is not None and run is not smallest and run["jobs"] > large:
             base = smallest["cpu_ms_per_job"]
@@ -457,7 +482,10 @@ def _method(runs: Sequence[Mapping[str, Any]], k: float) -> list[str]:
         "finished ones inline; a 429 just waits for the next tick. It submits through the same request path "
         "and paced client, but its loop polls with an unpaced client.",
         "- Lag: from the moment the service completes a job to the sink receiving the video; `detect` is the "
-        "part until a status answer says completed, `post` the rest (download, records, hand-over).",
+        "part until a status answer says completed, `post` the rest (download, records, hand-over). Beside the "
+        "lag p50 of uniform durations: the median wait until detection if the same jobs were polled exactly at "
+        "the shortest duration and then every interval, which moves with the draw of durations (10.31 s for "
+        "the 100 jobs of seed 0, 10.10 s for its 1,000).",
         "- CPU per poll: all of the bot's CPU time during the run (key info, creates, polls, downloads, "
         "database) divided by the status requests. CPU busy: the share of one core used, well below 1 when the "
         "loop is not CPU-bound. Floor: `ceil(duration / interval)` status requests per job. DB bytes per job: "

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bench import limit_model, suite
-from bench.report import add_targets, combine, percentile, render_markdown
+from bench.report import add_targets, combine, grid_detect_p50, percentile, render_markdown
 from bench.run_one import StallMonitor
 from bench.sim_server import CompressedPlatform
 from bench.timescale import TimeScale
@@ -31,6 +31,13 @@ def test_percentile_interpolates_between_ranks() -> None:
     assert percentile([3.0], 0.99) == 3.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
     assert percentile([4.0, 1.0, 3.0, 2.0], 1.0) == 4.0
+
+
+def test_the_grid_reference_is_the_median_wait_of_polls_exactly_an_interval_apart() -> None:
+    # Polls at 60 s, then 80, 100...: jobs of 60, 65, 79.5 and 150 s are found 0, 15, 0.5 and 10 s after they end.
+    assert grid_detect_p50([60.0, 65.0, 79.5, 150.0], 60.0, 20.0) == pytest.approx(5.25)
+    assert grid_detect_p50([50.0], 60.0, 20.0) == 10.0, "done before the first poll"
+    assert grid_detect_p50([], 60.0, 20.0) is None
 
 
 def test_time_scale_compresses_durations_and_keeps_counts(tmp_path: Path) -> None:
@@ -76,6 +83,10 @@ def test_a_tiny_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     assert shared["db_server_cpu_s"] > 0 and shared["db_bytes_per_job"] > 0
     ours = runs[0]
     assert set(ours["vs_baseline"]) >= {"status_per_job", "lag_p99_s", "cpu_ms_per_poll"}
+    # The same durations under an exact grid of polls, beside the lag p50 it explains.
+    assert 0 <= ours["grid_detect_p50_s"] <= ours["interval_s"]
+    median = next(target for target in ours["targets"] if target["target"] == "lag p50")
+    assert f"{ours['grid_detect_p50_s']:.2f} s to detection" in median["measured"]
     assert {target["target"] for target in runs[-1]["targets"]} >= {"peak RSS, 9 MiB over 100 KiB download"}
 
     markdown = (tmp_path / "latest.md").read_text()
