@@ -92,6 +92,13 @@ class _Learned:
     ordered: list[float] = field(default_factory=list)  # the same values, sorted, for quantiles
 
 
+def _positive(value: object, name: str) -> float:
+    number = float(value)  # type: ignore[arg-type]  # json: a TypeError for anything but a number or a string
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{name} is {value!r}, not a positive number")
+    return number
+
+
 class DurationModel:
     """Job durations per model (seconds from acceptance to completion).
 
@@ -243,14 +250,23 @@ class DurationModel:
         }
 
     def loads(self, model: str, value: str) -> None:
+        """One model's state from its `meta` value. A number no run wrote (not finite, or not positive) raises
+        ValueError: a NaN offset would plan every first poll at NaN, and the heap would order nothing. One out of
+        reason is bounded: the first poll never after the longest duration known, the probe factor in its range.
+        """
         data = json.loads(value)
+        recent = [duration for duration in map(float, data["recent"][-self._window:]) if duration >= 0]
+        first = _positive(data["first_offset"], "first_offset")
         # A row from before the probes were tracked has no factor: it starts from the records again.
+        probe = _positive(data.get("probe_factor", 1.0), "probe_factor")
+        if any(not math.isfinite(duration) for duration in recent):
+            raise ValueError("a recorded duration is not finite")
         learned = self._models[model] = _Learned(
-            _Tracker(float(data["first_offset"])), _Tracker(float(data.get("probe_factor", 1.0)))
+            _Tracker(min(first, max([self.prior[1], *recent]))),
+            _Tracker(min(max(probe, PROBE_FACTOR_RANGE[0]), PROBE_FACTOR_RANGE[1])),
         )
-        for duration in data["recent"][-self._window:]:
-            learned.recent.append(float(duration))
-        learned.ordered = sorted(learned.recent)
+        learned.recent.extend(recent)
+        learned.ordered = sorted(recent)
 
     async def save(self, store: MetaStore) -> None:
         """Write what was learned since the last save (one small row per model)."""
