@@ -32,6 +32,7 @@ from bot.database_url import password_of
 from bot.errors import ProtocolError, RateLimited, Rejected, ServerError, VideoServiceError
 from bot.i18n import EN, yen
 from bot.instance_lock import AlreadyRunning, single_process
+from bot.leases import ShardsTaken
 from bot.logs import setup_logging
 from bot.migrate_db import MigrateRefused, migrate_database
 from bot.models import Catalogue, CatalogueError
@@ -547,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(pause(settings, on=command == "pause"))
         runners = {"run": run, "sync": sync, "check": check}
         return asyncio.run(runners[command](settings))
-    except (DatabaseTooNew, CatalogueError, AlreadyRunning) as exc:
+    except (DatabaseTooNew, CatalogueError, AlreadyRunning, ShardsTaken) as exc:
         print(f"python -m bot: {exc}", file=sys.stderr)
         return 2
     except StoreUnavailable as exc:  # PostgreSQL unreachable: the message shows its address without the password

@@ -9,6 +9,10 @@ server on another process's shard for one the bot has left.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import gcd
+
+#: How a process's row in the database names a process that runs every shard.
+EVERY_SHARD = "*"
 
 
 def shard_of(guild_id: int, shard_count: int) -> int:
@@ -62,6 +66,33 @@ class ShardPlan:
     def syncs_commands(self) -> bool:
         """One process syncs the slash commands for the whole application: the one that runs shard 0."""
         return self.ids is None or 0 in self.ids
+
+    @property
+    def token(self) -> str:
+        """This plan in a process's row of the database: `*` for every shard, else `count:id,id`."""
+        if self.runs_every_shard or self.ids is None or self.count is None:
+            return EVERY_SHARD
+        return f"{self.count}:{','.join(map(str, sorted(self.ids)))}"
+
+    @classmethod
+    def from_token(cls, token: str) -> ShardPlan:
+        """The plan a process's row names (ValueError for one no process wrote)."""
+        if token == EVERY_SHARD:
+            return cls()
+        count, _, ids = token.partition(":")
+        return cls(int(count), tuple(int(i) for i in ids.split(",")))
+
+    def shares_a_server_with(self, other: ShardPlan) -> bool:
+        """Whether Discord could send both processes the same server's interactions.
+
+        Under different shard counts too: a server's `x = id >> 22` goes to shard `x % count` of each, and some
+        `x` meets shard i of one and shard j of the other exactly when i and j agree modulo the counts' gcd.
+        """
+        if self.runs_every_shard or other.runs_every_shard:
+            return True
+        assert self.count is not None and other.count is not None and self.ids is not None and other.ids is not None
+        common = gcd(self.count, other.count)
+        return any((i - j) % common == 0 for i in self.ids for j in other.ids)
 
     def describe(self) -> str:
         if self.count is None:

@@ -29,7 +29,7 @@ from bot.database import (
 )
 from bot.database_url import is_postgres_url, redacted, sqlite_path_of
 from bot.errors import BotError
-from bot.leases import CLAIM_BATCH, CLOCK_SKEW_WARNING_S, Lease
+from bot.leases import CLAIM_BATCH, CLOCK_SKEW_WARNING_S, Lease, LiveProcess
 from bot.lifecycle import (
     FINAL_STATES,
     IN_FLIGHT_STATES,
@@ -659,9 +659,9 @@ class JobStore:
         now = self._lease_now()
         async with self._write(wait=wait):
             await self._db.execute(
-                """INSERT INTO processes (owner, started_at, heartbeat_at) VALUES (?, ?, ?)
+                """INSERT INTO processes (owner, started_at, heartbeat_at, shards) VALUES (?, ?, ?, ?)
                    ON CONFLICT (owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at""",
-                (lease.owner, now, now),
+                (lease.owner, now, now, lease.shards),
             )
             rows = await self._db.fetch_all(
                 "UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? RETURNING id",
@@ -870,6 +870,23 @@ class JobStore:
                ORDER BY COALESCE(progress_at, 0), id LIMIT ?""",
             (S.PENDING, S.IN_PROGRESS, now, older_than, *held_params, limit),
         )
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes may use this database (PostgreSQL; a SQLite file serves one)."""
+        return self._db.dialect != "sqlite"
+
+    async def live_processes(self, lease: Lease) -> list[LiveProcess]:
+        """The processes with a heartbeat within one lease (this one too, once it renewed), oldest first."""
+        rows = await self._db.fetch_all(
+            "SELECT owner, started_at, heartbeat_at, shards FROM processes WHERE heartbeat_at > ? "
+            "ORDER BY started_at, owner",
+            (self._lease_now() - lease.seconds,),
+        )
+        return [
+            LiveProcess(str(row[0]), float(row[1]), float(row[2]), None if row[3] is None else str(row[3]))
+            for row in rows
+        ]
 
     async def leads_chores(self, lease: Lease) -> bool:
         """Whether `lease`'s process does the chores done once for every process sharing the database (log

@@ -22,6 +22,7 @@ from bot.delivery import DiscordDelivery
 from bot.health import write_heartbeat
 from bot.heap import FullCollections
 from bot.i18n import CatalogueTranslator
+from bot.leases import Lease, take_shards
 from bot.models import Catalogue
 from bot.offers import Offers
 from bot.settings import Settings
@@ -90,10 +91,16 @@ class VideoBot(commands.AutoShardedBot):
 
     async def setup_hook(self) -> None:
         self._set_up = True  # login() set the client up
+        # A sync only logs in: it runs no shard.
+        lease = Lease.for_this_process(self.settings.lease_seconds, None if self.force_sync else self.shard_plan.token)
         self.attach(await open_services(
             self.settings, DiscordDelivery(self, self.catalogue), catalogue=self.catalogue,
-            post_line=self.post_line, guild_locale=self.guild_locale,
+            post_line=self.post_line, guild_locale=self.guild_locale, lease=lease,
         ))
+        # On a database other processes share, before anything runs: shards a live one runs are refused (a
+        # SQLite file serves one process, bot/instance_lock.py).
+        if self.store.shared and lease.shards is not None:
+            await take_shards(self.store, lease, self.shard_plan)
         # Before any command can run, so only rows the last run left half-done are `received` or
         # `submitting` now. Their requesters are told once the worker runs (it sweeps for them).
         # On SQLite (this process alone) every lease at once; on PostgreSQL only free or expired ones.

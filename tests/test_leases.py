@@ -23,10 +23,11 @@ import pytest
 
 from bot.app import build_client, server_rules
 from bot.app import open_store as open_bot_store
-from bot.leases import Lease, new_owner
+from bot.leases import Lease, LiveProcess, ShardsTaken, new_owner, take_shards
 from bot.models import BUILT_IN, DEFAULT_MODEL
 from bot.pacing import Pacer
 from bot.retry import RetryPolicy
+from bot.shards import ShardPlan
 from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH
 from bot.store import IllegalTransition, Job, JobState, JobStore, LeaseLost, NewJob, Renewal, StoreUnavailable
@@ -220,6 +221,106 @@ async def test_renewal_keeps_the_leases_counts_live_processes_and_shows_a_lost_j
     renewal = await first.renew_leases(a)
     assert renewal.held == {kept.id}, "renewal tells the stalled process which job it lost"
     assert (await first.get(kept.id)).lease_expires_at == clock.now + LEASE
+
+
+def on_shards(name: str, plan: ShardPlan) -> Lease:
+    return Lease(f"{name}:{new_owner()}", LEASE, plan.token)
+
+
+async def test_a_process_on_a_shard_a_live_one_runs_is_refused_as_soon_as_that_one_beats_again(
+    stores: tuple[JobStore, JobStore], clock: Clock
+) -> None:
+    first, second = stores
+    running, starting = ShardPlan(4, (0, 1)), ShardPlan(4, (1, 2))
+    a, b = on_shards("a", running), on_shards("b", starting)
+    await first.renew_leases(a)
+    clock.now += 1
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:  # the first process lives on, and renews every third of a lease
+        slept.append(seconds)
+        before = clock.now
+        clock.now += seconds
+        if int(clock.now // a.renew_every) > int(before // a.renew_every):
+            await first.renew_leases(a)
+
+    with pytest.raises(ShardsTaken) as refused:
+        await take_shards(second, b, starting, sleep=sleep)
+    assert a.owner in str(refused.value) and "SHARD_IDS" in str(refused.value)
+    assert "shards 0, 1 of 4" in str(refused.value) and "shards 1, 2 of 4" in str(refused.value)
+    # Refused once it beat again: within a third of a lease, not after waiting one out.
+    assert 0 < sum(slept) <= a.renew_every + LEASE / 12
+
+
+async def test_a_crashed_runs_heartbeat_is_waited_out_and_other_shards_or_later_starts_are_not_waited_for(
+    stores: tuple[JobStore, JobStore], clock: Clock
+) -> None:
+    first, second = stores
+    plan = ShardPlan(2, (0,))
+    crashed = on_shards("crashed", plan)
+    await first.renew_leases(crashed)  # then nothing: it was killed
+    clock.now += 1
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.now += seconds
+
+    await take_shards(second, on_shards("again", plan), plan, sleep=sleep)
+    assert LEASE - 1 <= sum(slept) <= LEASE * 4 / 3, "until its heartbeat is a lease old, and no longer"
+
+    # A live process on the other shard, or with no shard at all (a tool), is no reason to wait.
+    clock.now += LEASE + 1  # the one that took the shard stopped too
+    other, tool = on_shards("other", ShardPlan(2, (1,))), Lease(f"tool:{new_owner()}", LEASE)
+    await first.renew_leases(other)
+    await first.renew_leases(tool)
+    clock.now += 1  # both started before the next one
+    slept.clear()
+    starting = on_shards("next", plan)
+    await take_shards(second, starting, plan, sleep=sleep)
+    assert slept == []
+    # Which wrote its row at once: a process starting on the same shard after it is refused, and leaves no row
+    # behind for the next to wait out.
+    clock.now += 1
+    refused = on_shards("after", plan)
+    with pytest.raises(ShardsTaken, match=starting.owner):
+        await take_shards(first, refused, plan, sleep=_beating(second))
+    assert refused.owner not in {process.owner for process in await first.live_processes(refused)}
+    # A process that started after this one on the same shard waits for this one, not the reverse.
+    clock.now += LEASE + 1
+    mine = on_shards("mine", plan)
+    await second.renew_leases(mine)
+    clock.now += 1
+    await first.renew_leases(on_shards("later", plan))
+    await take_shards(second, mine, plan, sleep=sleep)
+    assert slept == []
+
+
+async def test_the_live_processes_show_their_shards_and_an_unreadable_row_is_taken_for_any_shard(
+    stores: tuple[JobStore, JobStore], clock: Clock
+) -> None:
+    first, second = stores
+    a = on_shards("a", ShardPlan(4, (2, 3)))
+    await first.renew_leases(a)
+    clock.now += 1
+    assert [(p.owner, p.shards) for p in await second.live_processes(a)] == [(a.owner, "4:2,3")]
+    clock.now += LEASE
+    assert await second.live_processes(a) == [], "silent for a lease: no longer alive"
+    await first.renew_leases(Lease(f"odd:{new_owner()}", LEASE, "four:2"))  # no process of this version wrote it
+    clock.now += 1
+    with pytest.raises(ShardsTaken, match="'four:2'"):
+        await take_shards(second, on_shards("b", ShardPlan(4, (0,))), ShardPlan(4, (0,)), sleep=_beating(first))
+    assert isinstance((await second.live_processes(a))[0], LiveProcess)
+
+
+def _beating(store: JobStore) -> Any:
+    """A sleep during which every live process renews (so each looks alive at once)."""
+
+    async def sleep(seconds: float) -> None:
+        for process in await store.live_processes(Lease("any", LEASE)):
+            await store.renew_leases(Lease(process.owner, LEASE, process.shards))
+
+    return sleep
 
 
 async def test_a_clean_stop_releases_every_lease_at_once_and_a_told_job_needs_none(

@@ -49,3 +49,29 @@ def test_descriptions_name_the_shards() -> None:
     assert ShardPlan(2).describe() == "all 2 shards in this process"
     assert ShardPlan(4, (2, 3)).describe() == "shards 2, 3 of 4"
     assert ShardPlan(4, (1,)).describe() == "shard 1 of 4"
+
+
+def test_a_plan_is_named_in_the_database_and_read_back() -> None:
+    for plan, token in ((ShardPlan(), "*"), (ShardPlan(4), "*"), (ShardPlan(2, (1, 0)), "*"),
+                        (ShardPlan(4, (3, 1)), "4:1,3")):  # fmt: skip
+        assert plan.token == token
+        assert ShardPlan.from_token(token).token == token
+    for damaged in ("", "4", "4:", "x:1", "2:5"):
+        with pytest.raises(ValueError):
+            ShardPlan.from_token(damaged)
+
+
+def test_two_plans_share_a_server_when_some_server_reaches_both() -> None:
+    assert ShardPlan(4, (0, 1)).shares_a_server_with(ShardPlan(4, (1, 2)))
+    assert not ShardPlan(4, (0, 1)).shares_a_server_with(ShardPlan(4, (2, 3)))
+    assert ShardPlan().shares_a_server_with(ShardPlan(4, (2,))), "every shard meets any"
+    assert ShardPlan(4, (2,)).shares_a_server_with(ShardPlan(2))
+    # Counted differently: x % 2 == 0 and x % 4 == 1 never hold together; x % 2 == 1 and x % 4 == 3 do (x = 3).
+    assert not ShardPlan(2, (0,)).shares_a_server_with(ShardPlan(4, (1, 3)))
+    assert ShardPlan(2, (1,)).shares_a_server_with(ShardPlan(4, (3,)))
+    # The rule against the servers themselves, every x over both counts' cycle.
+    plans = [ShardPlan(2, (0,)), ShardPlan(4, (1, 3)), ShardPlan(3, (1,)), ShardPlan(6, (4,)), ShardPlan(6, (0, 5))]
+    for one in plans:
+        for other in plans:
+            both = any(one.owns_guild(x << 22) and other.owns_guild(x << 22) for x in range(24))
+            assert one.shares_a_server_with(other) == both, (one, other)

@@ -4,6 +4,7 @@ its own servers."""
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -43,13 +44,16 @@ def sharded_bot(make_bot: Callable[..., BotProcess], service: VideoServiceSimula
                     **settings)
 
 
-async def request_video(double: DiscordDouble, guild_id: int, prompt: str) -> dict[str, Any]:
-    """A /video in the server's channel, acknowledged in time and its video posted there with its cost."""
+async def request_video(double: DiscordDouble, guild_id: int, prompt: str, *, posted: Any = ()) -> dict[str, Any]:
+    """A /video in the server's channel, acknowledged in time and its video posted there with its cost (a message
+    other than the `posted` ones)."""
     channel = double.guild_channel_ids(guild_id)[0]
     interaction = await double.send_slash_command("video", {"prompt": prompt}, guild_id=guild_id, user_id=USER_ID)
     first = await double.wait_for_callback(interaction.id)
     assert first["time"] - interaction.created_at < 3.0
-    message = await double.wait_for_message(channel, timeout=30, predicate=lambda m: bool(m.get("attachments_data")))
+    message = await double.wait_for_message(
+        channel, timeout=30, predicate=lambda m: bool(m.get("attachments_data")) and m["id"] not in posted
+    )
     assert "¥250" in message["content"]
     return message
 
@@ -115,3 +119,31 @@ async def test_one_process_with_both_shards_answers_every_server(
     assert service.creates_received == service.creates_accepted == 2
     assert SYNCED in bot.log()
     assert await bot.stop() == 0 and "Traceback" not in bot.log()
+
+
+async def test_a_process_on_a_shard_a_live_one_runs_is_refused_and_one_after_a_crash_waits_its_heartbeat_out(
+    make_bot: Callable[..., BotProcess], service: VideoServiceSimulator, double: DiscordDouble, tmp_path: Path,
+    postgres_url: str,
+) -> None:
+    lease = {"LEASE_SECONDS": "3"}  # a live process renews every second
+    first = sharded_bot(make_bot, service, tmp_path / "first", postgres_url, SHARD_IDS="0", **lease)
+    await first.start()
+    # Both shards, one of them the first's: Discord would give shard 0's servers to either.
+    second = sharded_bot(make_bot, service, tmp_path / "second", postgres_url, SHARD_IDS="0,1", **lease)
+    await second.start("run")
+    assert await second.wait_exit(timeout=30) == 2
+    assert "another live bot process" in second.log() and "SHARD_IDS" in second.log()
+    assert "Traceback" not in second.log()
+    assert double.connected_shards() == {0}, "the refused process never connected"
+    message = await request_video(double, guild_on(double, 0), "a harbour at dawn")
+    assert await answered_by({0: first}, service, "a harbour at dawn", message) == [0]
+
+    # Killed: its heartbeat stays in the database for up to a lease. The next run on its shard waits that out
+    # and starts, where refusing it would have kept the shard down until a person came.
+    assert await first.stop(signal.SIGKILL) != 0
+    again = sharded_bot(make_bot, service, tmp_path / "again", postgres_url, SHARD_IDS="0", **lease)
+    await again.start()
+    assert "waiting up to" in again.log()
+    message = await request_video(double, guild_on(double, 0), "a harbour at dusk", posted={message["id"]})
+    assert await answered_by({0: again}, service, "a harbour at dusk", message) == [0]
+    assert await again.stop() == 0 and "Traceback" not in again.log()
