@@ -4,6 +4,9 @@ A lease is renewed by its holder every third of its length (one batched write, w
 heartbeat); a process that stops renewing (it died, or stalled) loses its jobs when their leases expire,
 and a live process claims them. Every write a worker makes for a job is conditional on still holding its
 lease, so a process that lost one cannot post or tell twice.
+
+The heartbeat also names the Discord shards the process runs: one that starts on a shard a live process
+runs is refused (`take_shards`), since Discord would give each of those servers' interactions to either.
 """
 
 from __future__ import annotations
