@@ -255,12 +255,13 @@ class DurationModel:
         reason is bounded: the first poll never after the longest duration known, the probe factor in its range.
         """
         data = json.loads(value)
-        recent = [duration for duration in map(float, data["recent"][-self._window:]) if duration >= 0]
+        stored = [float(duration) for duration in data["recent"][-self._window:]]
+        if any(not math.isfinite(duration) for duration in stored):
+            raise ValueError("a recorded duration is not finite")
+        recent = [duration for duration in stored if duration >= 0]  # as `record` drops them
         first = _positive(data["first_offset"], "first_offset")
         # A row from before the probes were tracked has no factor: it starts from the records again.
         probe = _positive(data.get("probe_factor", 1.0), "probe_factor")
-        if any(not math.isfinite(duration) for duration in recent):
-            raise ValueError("a recorded duration is not finite")
         learned = self._models[model] = _Learned(
             _Tracker(min(first, max([self.prior[1], *recent]))),
             _Tracker(min(max(probe, PROBE_FACTOR_RANGE[0]), PROBE_FACTOR_RANGE[1])),

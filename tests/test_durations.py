@@ -29,6 +29,7 @@ def test_a_stored_state_no_run_wrote_is_refused_and_one_out_of_reason_is_bounded
         '{"first_offset": 50, "probe_factor": Infinity, "recent": []}',
         '{"first_offset": 50, "probe_factor": 0, "recent": []}',
         '{"first_offset": 50, "recent": [100, Infinity]}',
+        '{"first_offset": 50, "recent": [NaN]}',
         '{"first_offset": 50, "recent": [100, "soon"]}',
         '{"first_offset": [50], "recent": []}',
     ):
