@@ -176,7 +176,7 @@ class DurationModel:
             learned.probe.value = min(max(learned.probe.value, PROBE_FACTOR_RANGE[0]), PROBE_FACTOR_RANGE[1])
             self.dirty = True
 
-    def probe_factor(self, model: str, *, at_most: float) -> float:
+    def probe_factor(self, model: str, *, at_most: float = math.inf) -> float:
         """How much later than its recorded durations a poll past a gap is worth sending (1 before data).
 
         Held at `at_most` where that binds (and kept so): the tracker moves from where the polls go, or it would

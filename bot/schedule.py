@@ -151,7 +151,7 @@ class PollSchedule:
         if after_gap > answered + self.interval:
             plan.probe_age = after_gap - plan.accepted_at
             self._awaiting_probe[plan.job.id] = plan
-            self._planned_probe[model] = self.durations.probe_factor(model, at_most=math.inf)
+            self._planned_probe[model] = self.durations.probe_factor(model)
         self._push(plan, due)
         return due
 
@@ -224,7 +224,7 @@ class PollSchedule:
     def _bring_probes_forward(self, model: str, now: float) -> None:
         """The polls past a gap found jobs done before them (the jobs there now end earlier): so do the polls
         planned past a gap and not yet sent come earlier, in proportion, once it is worth the pass."""
-        factor = self.durations.probe_factor(model, at_most=math.inf)
+        factor = self.durations.probe_factor(model)
         planned = self._planned_probe.get(model)
         if planned is None or factor > planned * (1 - REPLAN_SHARE):
             return

@@ -602,7 +602,7 @@ class JobStore:
         """
         if lease is not None:
             await self._follow_database_clock()
-            take_all = self._db.dialect == "sqlite"
+            take_all = not self.shared
             # Beside live processes, a bounded batch: the claims of the lease loop take the rest, without holding
             # every process's writes behind one long transaction.
             async with self._write():
@@ -895,11 +895,8 @@ class JobStore:
         Needs no write: a dead leader's heartbeat goes stale within one lease and the next oldest takes over.
         With no live heartbeat at all (a process before its first renewal, alone), it leads.
         """
-        row = await self._one(
-            "SELECT owner FROM processes WHERE heartbeat_at > ? ORDER BY started_at, owner LIMIT 1",
-            (self._lease_now() - lease.seconds,),
-        )
-        return row is None or row[0] == lease.owner
+        live = await self.live_processes(lease)
+        return not live or live[0].owner == lease.owner
 
     async def queue_position(self, job_id: int) -> int | None:
         """The job's place among this bot's waiting jobs (1: next), oldest first; None once it is not waiting."""
