@@ -65,6 +65,10 @@ class Lease:
     def expires(self, now: float) -> float:
         return now + self.seconds
 
+    def live_after(self, now: float) -> float:
+        """A process is live while its last heartbeat is later than this: within one lease of `now`."""
+        return now - self.seconds
+
 
 @dataclass(frozen=True)
 class LiveProcess:

@@ -200,6 +200,10 @@ _JOB_COLUMNS = tuple(f.name for f in fields(Job))
 _REPEATED_TEXT = ("model", "locale", "lease_owner")
 
 
+#: A live process, with `Lease.live_after`: the pacing's share, the chores' leader and the shards check count by it.
+_LIVE = "heartbeat_at > ?"
+
+
 def _job(row: Row) -> Job:
     values = dict(zip(row.keys(), tuple(row), strict=True))
     for name in _REPEATED_TEXT:
@@ -668,7 +672,7 @@ class JobStore:
                 (lease.expires(now), lease.owner),
             )
             await self._db.execute("DELETE FROM processes WHERE heartbeat_at < ?", (now - 10 * lease.seconds,))
-            live = await self._one("SELECT COUNT(*) FROM processes WHERE heartbeat_at > ?", (now - lease.seconds,))
+            live = await self._one(f"SELECT COUNT(*) FROM processes WHERE {_LIVE}", (lease.live_after(now),))
         return Renewal(frozenset(int(row[0]) for row in rows), max(1, int(live[0]) if live else 1))
 
     async def claim_jobs(
@@ -879,9 +883,8 @@ class JobStore:
     async def live_processes(self, lease: Lease) -> list[LiveProcess]:
         """The processes with a heartbeat within one lease (this one too, once it renewed), oldest first."""
         rows = await self._db.fetch_all(
-            "SELECT owner, started_at, heartbeat_at, shards FROM processes WHERE heartbeat_at > ? "
-            "ORDER BY started_at, owner",
-            (self._lease_now() - lease.seconds,),
+            f"SELECT owner, started_at, heartbeat_at, shards FROM processes WHERE {_LIVE} ORDER BY started_at, owner",
+            (lease.live_after(self._lease_now()),),
         )
         return [
             LiveProcess(str(row[0]), float(row[1]), float(row[2]), None if row[3] is None else str(row[3]))
