@@ -17,9 +17,10 @@ MAX_TERMS = 500
 
 
 def normalize(text: str) -> str:
-    """NFKC, case-folded, without invisible format characters (zero-width spaces), whitespace runs as one space."""
+    """NFKC, case-folded, without invisible format and control characters (zero-width spaces, U+0001; a post
+    shows the text without them), whitespace runs as one space."""
     folded = unicodedata.normalize("NFKC", text).casefold()
-    visible = "".join(char for char in folded if unicodedata.category(char) != "Cf")
+    visible = "".join(char for char in folded if char.isspace() or unicodedata.category(char) not in ("Cf", "Cc"))
     return " ".join(visible.split())
 
 

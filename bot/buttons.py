@@ -22,9 +22,10 @@ from bot import views
 from bot.discord_text import fit_content, plain
 from bot.i18n import t, yen
 from bot.lifecycle import JobState
+from bot.logs import job_fields
 from bot.models import Catalogue, choose_model
 from bot.offers import Offers, new_seed, request_of
-from bot.store import IllegalTransition, Job, JobNotFound, NewJob, Offer, OfferOutcome
+from bot.store import IllegalTransition, Job, JobNotFound, NewJob, Offer, OfferOutcome, StoreUnavailable
 from bot.tree import answer_error, respond
 from bot.video_requests import RequestCancelled, VideoRequests, interaction_expiry
 
@@ -94,20 +95,24 @@ class _RowButton(discord.ui.DynamicItem[Button], template=r"(?!)"):  # matches n
 
 
 async def start_request(interaction: Interaction, request: NewJob, role_ids: Collection[int], *,
-                        offer_id: int | None = None) -> None:
+                        offer_id: int | None = None,
+                        acknowledge: Callable[[], Awaitable[object]] | None = None) -> None:
     """Record (every rule), acknowledge, send, show the receipt; Cancel is offered while it waits for its turn.
 
-    A slash command's first answer is deferred here; a button's was given already (its message updated), so
-    its answers are follow-ups. Refusals raise before anything is written or spent.
+    Recorded before acknowledged: a process killed in between leaves a request that start-up ends and tells. A
+    slash command's first answer is a deferral; a button's is `acknowledge` (its message updated), so its answers
+    are follow-ups. Refusals raise before anything is written or spent.
     """
     host = _host(interaction)
     requests = host.requests
     job = await requests.record(request, role_ids)
-    slash = not interaction.response.is_done()
+    slash = acknowledge is None
     try:
         if offer_id is not None:
             await host.offers.started(offer_id, job.id)
-        if slash:
+        if acknowledge is not None:
+            await acknowledge()
+        else:
             await interaction.response.defer(ephemeral=True, thinking=True)
     except Exception:
         # Nothing was sent: end the request now (the sweep tells the requester) rather than leave it in flight.
@@ -134,12 +139,22 @@ async def start_request(interaction: Interaction, request: NewJob, role_ids: Col
             raise
         await answer_error(interaction, exc, reply=reply)
         return
-    receipt = views.receipt_embed(job, catalogue=host.catalogue, position=await requests.queue_position(job),
-                                  ready_at=requests.ready_at(job))
+    # Accepted and charged from here: a database hiccup costs the receipt its place in line or its later edits,
+    # never its answer (the error's "nothing was spent" would be false).
+    try:
+        position = await requests.queue_position(job)
+    except StoreUnavailable as exc:
+        log.warning("%s: its place in line could not be read (%s)", job.reference, exc, extra=job_fields(job))
+        position = None
+    receipt = views.receipt_embed(job, catalogue=host.catalogue, position=position, ready_at=requests.ready_at(job))
     message = await respond(interaction, embed=receipt) if reply is None else \
         await reply.edit(content=None, embed=receipt, view=None)
     if message is not None:
-        await requests.remember_reply(job, message.id)
+        try:
+            await requests.remember_reply(job, message.id)
+        except StoreUnavailable as exc:
+            log.warning("%s: its receipt's message id could not be recorded (%s); the receipt is not updated",
+                        job.reference, exc, extra=job_fields(job))
 
 
 def offer_view(offer: Offer, locale: str) -> discord.ui.View:
@@ -288,14 +303,14 @@ class OfferGoButton(_RowButton, id_format="video:offer:{id}:go"):
             seed = new_seed(_host(interaction).catalogue.get(source.model))
         if not await _use(interaction, offer, "used"):
             return
-        # The offer's message keeps its text and loses its buttons; the request's answers follow it.
-        await interaction.response.edit_message(view=None)
         request = request_of(
             offer, user_id=interaction.user.id, prompt=prompt, seed=seed, interaction_token=interaction.token,
             interaction_expires_at=interaction_expiry(interaction.created_at.timestamp()),
             upload_limit_bytes=interaction.filesize_limit,
         )
-        await start_request(interaction, request, _roles(interaction), offer_id=offer.id)
+        # Once recorded, the offer's message keeps its text and loses its buttons; the request's answers follow.
+        await start_request(interaction, request, _roles(interaction), offer_id=offer.id,
+                            acknowledge=lambda: interaction.response.edit_message(view=None))
 
 
 class OfferCancelButton(_RowButton, id_format="video:offer:{id}:cancel"):

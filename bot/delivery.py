@@ -33,8 +33,16 @@ def nonce_for(job: Job) -> str:
 
 
 def _final_refusal(exc: discord.HTTPException) -> bool:
-    """A 4xx that retrying will not change (no access, unknown user, DMs closed); 413 is handled apart."""
-    return isinstance(exc, _REFUSED) or (400 <= exc.status < 500 and exc.status not in (413, 429))
+    """A 4xx that retrying will not change (no access, unknown user, DMs closed, AutoMod's block); a file too
+    large is handled apart (a smaller copy may pass)."""
+    if _too_large(exc):
+        return False
+    return isinstance(exc, _REFUSED) or (400 <= exc.status < 500 and exc.status != 429)
+
+
+def _refused_for_good(exc: Exception) -> bool:
+    """The channel will not take it, whatever a retry does: the DMs are next."""
+    return isinstance(exc, Undeliverable) or (isinstance(exc, discord.HTTPException) and _final_refusal(exc))
 
 
 def _too_large(exc: discord.HTTPException) -> bool:
@@ -81,7 +89,9 @@ class DiscordDelivery:
             channel = await self._channel(job.channel_id)
             message = await channel.send(**self._video_message(job, upload, compressed, via_dm=False))
             return Delivery(channel_id=message.channel.id, message_id=message.id, compressed=compressed)
-        except (*_REFUSED, Undeliverable) as exc:
+        except (discord.HTTPException, Undeliverable) as exc:
+            if not _refused_for_good(exc):
+                raise
             log.warning("channel %d refused %s (%s); trying a DM", job.channel_id, job.reference, exc,
                         extra=job_fields(job))
         try:
@@ -119,7 +129,9 @@ class DiscordDelivery:
             channel = await self._channel(job.channel_id)
             await channel.send(text, allowed_mentions=mentions)
             return
-        except (*_REFUSED, Undeliverable) as exc:
+        except (discord.HTTPException, Undeliverable) as exc:
+            if not _refused_for_good(exc):
+                raise
             log.warning("channel %d refused news about %s (%s); trying a DM", job.channel_id, job.reference, exc,
                         extra=job_fields(job))
         try:

@@ -945,7 +945,7 @@ class JobStore:
         """A job by local reference (`#42` or `42`) or by the service's job id, within one server."""
         text = reference.strip()
         local = text.removeprefix("#")
-        if local.isdigit():
+        if local.isascii() and local.isdigit():  # not "²", a digit to isdigit() that int() refuses
             jobs = await self._jobs("SELECT * FROM jobs WHERE id = ? AND guild_id IS ?", (int(local), guild_id))
             if jobs:
                 return jobs[0]

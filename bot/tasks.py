@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 
@@ -14,6 +14,25 @@ async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+#: How long a last write at shutdown may hold off further cancellations: a database that hangs must not hold the
+#: process's shutdown (what it did not write is left to start-up).
+LAST_WRITE_SECONDS = 10.0
+
+
+async def finish_despite_cancels(work: Awaitable[object], *, within: float = LAST_WRITE_SECONDS) -> None:
+    """Run `work` to its end even if the task is cancelled again meanwhile (the caller re-raises its own
+    cancellation afterwards): a short write that must not be cut in half. After `within` seconds a further
+    cancellation is let through."""
+    done = asyncio.ensure_future(work)
+    deadline = asyncio.get_running_loop().time() + within
+    while not done.done():
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            if asyncio.get_running_loop().time() >= deadline:
+                raise
 
 
 class BackgroundTasks:

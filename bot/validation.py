@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from bot.errors import InvalidRequest
 from bot.models import VideoModel
 
@@ -15,7 +17,8 @@ MAX_SEED = 2**32 - 1
 def clean_prompt(prompt: str) -> str:
     """Strip the prompt and check its length; raises InvalidRequest."""
     cleaned = prompt.strip()
-    if not cleaned:
+    # Zero-width spaces, marks and control characters are not whitespace to str.strip(), and show nothing.
+    if not any(unicodedata.category(char)[0] not in "CZ" for char in cleaned):
         raise InvalidRequest("prompt_empty", "the prompt is empty")
     if len(cleaned) > MAX_PROMPT_CHARS:
         raise InvalidRequest(

@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -113,11 +114,15 @@ def _endpoint(method: str, path: str, ours: bool) -> str:
     return "download" if not ours or path.endswith("/content") else "status"
 
 
+#: ASCII digits only: str.isdigit() also takes "²", which float() refuses.
+_DELTA_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)
+
+
 def parse_retry_after(value: str | None) -> float | None:
     """Retry-After as seconds, from either delta-seconds or an HTTP date."""
     if not value:
         return None
-    if value.strip().replace(".", "", 1).isdigit():
+    if _DELTA_SECONDS.fullmatch(value.strip()):
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -445,16 +450,17 @@ class VideoServiceClient:
             raise RateLimited(parse_retry_after(response.headers.get("Retry-After")))
         if status >= 500:
             raise ServerError(status)
-        raise Rejected(status, self._redact(await self._reason(response)))
+        raise Rejected(status, self._redact(await self._reason(response)))  # and once unescaped from JSON
 
-    @staticmethod
-    async def _reason(response: aiohttp.ClientResponse) -> str:
+    async def _reason(self, response: aiohttp.ClientResponse) -> str:
+        """The error text of a refusal, short, and without the key: redacted before it is cut to length, or a key
+        across the cut would leave its start. (Its first _MAX_REASON_CHARS never reach the end of the bytes read.)"""
         fallback = response.reason or "no reason given"
         try:
             body, complete = await _read_prefix(response, _MAX_REASON_BYTES)
         except (TimeoutError, aiohttp.ClientError):
             return fallback
-        text = body.decode("utf-8", errors="replace")
+        text = self._redact(body.decode("utf-8", errors="replace"))
         try:
             data = json.loads(text) if complete else None
         except (ValueError, RecursionError):
@@ -499,9 +505,27 @@ def _check_free_space(directory: Path, expected: int) -> None:
         )
 
 
+#: A download on its way to its name; one a kill -9 left behind is removed by `remove_abandoned_downloads`.
+PARTIAL_SUFFIX = ".part"
+
+
+def remove_abandoned_downloads(directory: Path, *, unwritten_for: float, now: float) -> int:
+    """Delete the partial downloads in `directory` not written for `unwritten_for` seconds (a process killed
+    mid-download leaves one; a download under way writes every few milliseconds). Returns how many."""
+    removed = 0
+    for partial in directory.glob(f".*{PARTIAL_SUFFIX}"):
+        try:
+            if now - partial.stat().st_mtime >= unwritten_for:
+                partial.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue  # finished (renamed) or removed by another process meanwhile
+    return removed
+
+
 async def _save(response: aiohttp.ClientResponse, destination: Path, announced: int | None, max_bytes: int) -> int:
     """Stream the body to a temporary file beside `destination`, check it, then give it its name."""
-    fd, name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
+    fd, name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=PARTIAL_SUFFIX)
     partial = Path(name)
     size = 0
     saved = False

@@ -41,7 +41,7 @@ from bot.store import (
     NewJob,
     StoreUnavailable,
 )
-from bot.tasks import BackgroundTasks
+from bot.tasks import BackgroundTasks, finish_despite_cancels
 from bot.validation import check_seed, clean_prompt
 from bot.video_client import KeyInfo, VideoServiceClient
 
@@ -86,25 +86,6 @@ class RequestCancelled(BotError):
         super().__init__(f"request #{job_id} was cancelled before it was sent")
 
 
-#: How long a stopped request's last write may hold off further cancellations (a database that hangs must not hold
-#: the process's shutdown; the row is then left to start-up).
-LAST_WRITE_SECONDS = 10.0
-
-
-async def _finish_despite_cancels(work: Awaitable[object], *, within: float = LAST_WRITE_SECONDS) -> None:
-    """Run `work` to its end even if the task is cancelled again meanwhile (the caller re-raises its own
-    cancellation afterwards): a short write that must not be cut in half. After `within` seconds a further
-    cancellation is let through."""
-    done = asyncio.ensure_future(work)
-    deadline = asyncio.get_running_loop().time() + within
-    while not done.done():
-        try:
-            await asyncio.shield(done)
-        except asyncio.CancelledError:
-            if asyncio.get_running_loop().time() >= deadline:
-                raise
-
-
 def _reason(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, VideoServiceError) else type(exc).__name__
 
@@ -147,6 +128,8 @@ class VideoRequests:
         # The learned durations of each model (bot/durations.py, shared with the poll schedule).
         self._estimate_ready = estimate_ready
         self._background = BackgroundTasks(log)
+        # Accepted and charged, their record still being retried (by id): close() tries each once more.
+        self._unrecorded: dict[int, tuple[Job, str, float]] = {}
         self._key_read: asyncio.Future[KeyInfo] | None = None  # the /key/info read on its way
         self._recording = asyncio.Semaphore(RECORDING_AT_ONCE)
         # Shutdown (`stop_sending`): the tasks that called `send` (until they end), those of them before their
@@ -270,11 +253,17 @@ class VideoRequests:
             try:
                 job = await self._unless_cancelled(job, asyncio.shield(write_ahead))
             except asyncio.CancelledError:
-                await _finish_despite_cancels(self._stopped_before_sending(job, write_ahead))
+                await finish_despite_cancels(self._stopped_before_sending(job, write_ahead))
                 raise
         except StoreUnavailable as exc:
-            # No write-ahead, no create: nothing was sent and nothing spent.
+            # No write-ahead, no create: nothing was sent and nothing spent. The row ends now if the database
+            # takes it, or it would count as in flight (a member's slot, the caps) until a restart ends it.
             turn.release()
+            try:
+                await self._store.transition(job.id, JobState.INTERRUPTED, last_error=f"not recorded: {exc}")
+            except (StoreUnavailable, IllegalTransition) as again:
+                log.warning("request %s was not sent and could not be ended (%s); start-up ends it", job.reference,
+                            again, extra=job_fields(job))
             raise self._failed(job, "not_recorded", str(exc)) from exc
         except BaseException:
             turn.release()
@@ -410,25 +399,27 @@ class VideoRequests:
         try:
             remote = await self._client.create(job.prompt, job.seed, self.catalogue.get(job.model), turn=turn)
         except Rejected as exc:
-            await self._store.transition(job.id, JobState.REJECTED, last_error=exc.reason)
+            await self._record_outcome(job, self._store.transition(job.id, JobState.REJECTED, last_error=exc.reason))
             raise self._failed(job, "rejected", exc.reason) from exc
         except (RateLimited, ServerError, ServiceUnreachable) as exc:
-            await self._store.transition(job.id, JobState.REJECTED, last_error=str(exc))
+            await self._record_outcome(job, self._store.transition(job.id, JobState.REJECTED, last_error=str(exc)))
             raise self._failed(job, "busy", str(exc)) from exc
         except UnusableJobId as exc:
             # Accepted and charged, but the id is not safe to use: never polled, the requester gets it for support.
             log.error("request %s accepted with an unusable job id %s (%d yen)", job.reference, exc.shown, price,
                       extra=job_fields(job))
-            failed = await self._store.mark_charged_unusable(job.id, price, exc.shown)
-            raise self._failed(job, "charged_unusable", failed.last_error or exc.shown,
-                                   service_job_id=exc.shown) from exc
+            failed = await self._record_outcome(job, self._store.mark_charged_unusable(job.id, price, exc.shown))
+            reason = failed.last_error if failed is not None and failed.last_error else exc.shown
+            raise self._failed(job, "charged_unusable", reason, service_job_id=exc.shown) from exc
         except OutcomeUnknown as exc:
-            await self._store.transition(job.id, JobState.UNKNOWN, last_error=str(exc))
+            await self._record_outcome(job, self._store.transition(job.id, JobState.UNKNOWN, last_error=str(exc)))
             raise self._failed(job, "unknown", str(exc)) from exc
         except Exception as exc:
-            # Anything else after the row was written: the request may have left, so never resend.
-            await self._store.transition(job.id, JobState.UNKNOWN, last_error=type(exc).__name__)
-            raise
+            # Anything else after the row was written (an answer not in the contract, a 200 for a 202): the
+            # request may have left and been charged, so it is never resent, and the requester is told so.
+            reason = str(exc) if isinstance(exc, VideoServiceError) else type(exc).__name__
+            await self._record_outcome(job, self._store.transition(job.id, JobState.UNKNOWN, last_error=reason))
+            raise self._failed(job, "unknown", reason) from exc
         # Logged before the write: if the write fails, the operator can still trace the charge.
         log.info("request %s accepted as job %s (%d yen)", job.reference, remote.id, price, extra=job_fields(job))
         next_poll_at = self._clock() + self._settings.poll_interval_seconds
@@ -437,6 +428,7 @@ class VideoRequests:
         except StoreUnavailable as exc:
             log.error("request %s: job %s was accepted and charged %d yen but could not be recorded (%s); "
                       "retrying the write", job.reference, remote.id, price, exc, extra=job_fields(job))
+            self._unrecorded[job.id] = (job, remote.id, next_poll_at)
             self._background.spawn(self._record_later(job, remote.id, next_poll_at), f"record-{job.id}")
             raise self._failed(job, "charged_unrecorded", remote.id, service_job_id=remote.id) from exc
         if accepted.state == JobState.FAILED:
@@ -447,6 +439,17 @@ class VideoRequests:
             )
         self._on_accepted(accepted)
         return accepted
+
+    async def _record_outcome(self, job: Job, write: Awaitable[Job]) -> Job | None:
+        """Record what the create's answer was; if the database fails, the requester is still told that answer
+        (never the database's "nothing was sent"). The row stays `submitting`: start-up takes it for a request
+        that may have been charged, and never resends it."""
+        try:
+            return await write
+        except StoreUnavailable as exc:
+            log.error("request %s: its create's outcome could not be recorded (%s); start-up reports it as possibly "
+                      "charged", job.reference, exc, extra=job_fields(job))
+            return None
 
     def _failed(self, job: Job, kind: SubmissionKind, reason: str, *, service_job_id: str | None = None
                 ) -> SubmissionFailed:
@@ -463,6 +466,7 @@ class VideoRequests:
                 retry_on=(StoreUnavailable,),
                 what=f"recording job {service_job_id} of request {job.reference}",
             )
+            self._unrecorded.pop(job.id, None)
         except StoreUnavailable:
             log.error("request %s: job %s (charged %d yen) could not be recorded within %.0f s; the requester is "
                       "told to give support the job id", job.reference, service_job_id, price,
@@ -475,6 +479,19 @@ class VideoRequests:
 
     async def close(self) -> None:
         await self._background.cancel_all()
+        # A charged job whose record was still being retried: one last try before the database closes, or
+        # start-up would find it `submitting` and report a paid video as possibly charged, never polled.
+        for job, service_job_id, next_poll_at in self._unrecorded.values():
+            price = self.catalogue.price_of(job.model)
+            try:
+                await self._store.mark_accepted(job.id, service_job_id, price, next_poll_at, lease=self._lease)
+            except StoreUnavailable as exc:
+                log.error("request %s: job %s (charged %d yen) is still not recorded at shutdown (%s)",
+                          job.reference, service_job_id, price, exc, extra=job_fields(job))
+            else:
+                log.info("request %s: job %s recorded at shutdown", job.reference, service_job_id,
+                         extra=job_fields(job))
+        self._unrecorded.clear()
 
     async def told(self, job_id: int) -> None:
         """The requester got this request's final answer through the interaction."""

@@ -46,8 +46,8 @@ from bot.pacing import Pacer
 from bot.retry import DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY, RetryPolicy, retrying
 from bot.schedule import Plan, PollSchedule
 from bot.store import Job, JobState, JobStore, LeaseLost, StoreUnavailable
-from bot.tasks import BackgroundTasks
-from bot.video_client import VideoServiceClient
+from bot.tasks import LAST_WRITE_SECONDS, BackgroundTasks, finish_despite_cancels
+from bot.video_client import VideoServiceClient, remove_abandoned_downloads
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,9 @@ class WorkerConfig:
     slow_after: float = SLOW_AFTER_SECONDS
     give_up_after: float = STALLED_AFTER_SECONDS
     rate_limit_backoff: float = 10.0  # pause when a 429 carries no Retry-After
+    max_rate_limit_pause: float = 300.0  # the longest pause a 429's Retry-After may ask of the polls
+    database_retry_seconds: float = 5.0  # a job's next step after the database failed it
+    abandoned_download_after: float = 3600.0  # a partial download not written this long was left by a kill
     download_retry: RetryPolicy = DOWNLOAD_RETRY
     upload_retry: RetryPolicy = UPLOAD_RETRY
     notice_retry: RetryPolicy = NOTICE_RETRY
@@ -183,6 +186,7 @@ class JobWorker:
         self._polling: set[int] = set()
         self._told_paths: set[int] = set()  # jobs whose ignored service paths were logged already
         self._telling: set[int] = set()  # final messages being sent right now (the sweep and a claim meet here)
+        self._told_unrecorded: set[int] = set()  # final messages sent whose record the database failed
         self._lease = lease
         self._owner = lease.owner if lease is not None else None
         self._held: set[int] = set()  # the jobs whose lease this process holds, as of the last renewal
@@ -248,9 +252,12 @@ class JobWorker:
     # -- main loop -----------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        await self.resume()
+        resumed = False
         while True:
             try:
+                if not resumed:  # inside the guard: a database hiccup at start-up must not end the worker
+                    await self.resume()
+                    resumed = True
                 self._on_cycle()
                 await self._cycle()
             except asyncio.CancelledError:
@@ -289,8 +296,24 @@ class JobWorker:
                 raise
             except Exception:
                 log.exception("looking for requesters still owed a message failed; continuing")
+            try:
+                await self._remove_abandoned_downloads()
+            except OSError:
+                log.exception("could not look for abandoned partial downloads; continuing")
             grace = self._config.sweep_grace
             await asyncio.sleep(self._config.sweep_interval)
+
+    async def _remove_abandoned_downloads(self) -> None:
+        """What a kill -9 mid-download left on the disk: up to a video's size each, never used again."""
+        directory = self._config.storage_dir
+        if not directory.is_dir():
+            return
+        removed = await asyncio.to_thread(
+            remove_abandoned_downloads, directory, unwritten_for=self._config.abandoned_download_after,
+            now=time.time(),
+        )
+        if removed:
+            log.info("removed %d partial downloads abandoned by an earlier run", removed)
 
     async def tell_untold(self, grace: float) -> int:
         """Send the final message of every request that is owed one (leased: of this process's jobs);
@@ -311,6 +334,10 @@ class JobWorker:
                 log.info("telling the requester of %s (%s) what became of it", job.reference, job.state,
                          extra=job_fields(job))
                 told += await self._finalize(job, event, via_interaction=True)
+            except StoreUnavailable as exc:
+                # One unrecorded message must not hold up the others' (nor be sent again: _finalize remembers).
+                log.warning("%s: could not record its final message (%s); the next sweep tries again",
+                            job.reference, exc, extra=job_fields(job))
             finally:
                 self._telling.discard(job.id)
         return told
@@ -544,10 +571,13 @@ class JobWorker:
         except RateLimited as exc:
             # The limit is platform-wide: every poll waits, not just this one.
             pause = exc.retry_after if exc.retry_after is not None else self._config.rate_limit_backoff
+            # Bounded: a service asking for a day (or for ever) must not stop every poll and the give-up with it.
+            pause = min(pause, self._config.max_rate_limit_pause)
             now = self._clock()
             self._paused_until = max(self._paused_until, now + pause)
             self._schedule.retry(plan, max(self._paused_until, now + self._config.poll_interval))
             log.warning("status polling paused for %.1f s after a 429", pause)
+            await self._check_age(plan)
             return
         except (ServerError, ServiceUnreachable, ProtocolError, Rejected) as exc:
             # Free to retry at the next slot. The job stays as it is.
@@ -606,33 +636,47 @@ class JobWorker:
 
     async def _finish(self, job: Job) -> None:
         """Download, then post; each step retried within its policy, the count kept on the job."""
+        failures = 0
         try:
             while job.state in (S.COMPLETED, S.DOWNLOADED):
-                if not await self._holds(job.id):
-                    if self._lease is not None and job.id not in self._held:
-                        log.warning("%s: another process holds it now; leaving it to them", job.reference,
-                                    extra=job_fields(job))
-                        return
-                    await asyncio.sleep(self._lease.renew_every if self._lease is not None else 1.0)
-                    continue
-                # Hosts do not share a disk: a downloaded job taken over from another process has its file on
-                # that process's disk. The service still keeps it, and a second download costs nothing.
-                downloading = job.state == S.COMPLETED or not _on_disk(job)
                 try:
-                    job = await (self._download(job) if downloading else self._deliver(job))
-                except InsufficientStorage as exc:
-                    job = await self._wait_for_storage(job, exc)
-                except (asyncio.CancelledError, StoreUnavailable, LeaseLost):
-                    raise
-                except Exception as exc:
-                    job = await self._step_failed(job, exc, downloading=downloading)
-        except StoreUnavailable:
-            # The job stays where the database last has it; resume() picks it up after a restart.
-            log.exception("%s: the database failed while finishing it", job.reference, extra=job_fields(job))
+                    if not await self._holds(job.id):
+                        if self._lease is not None and job.id not in self._held:
+                            log.warning("%s: another process holds it now; leaving it to them", job.reference,
+                                        extra=job_fields(job))
+                            return
+                        await asyncio.sleep(self._lease.renew_every if self._lease is not None else 1.0)
+                        continue
+                    job = await self._finish_step(job)
+                except StoreUnavailable as exc:
+                    # The step stays where the database has it (a post already made records itself in
+                    # _deliver); try again here, less often the longer it lasts: nothing else in this process
+                    # would before a restart.
+                    delay = self._config.database_retry_seconds * 2 ** min(failures, 4)
+                    failures += 1
+                    log.warning("%s: the database failed while finishing it (%s); trying again in %.0f s",
+                                job.reference, exc, delay, extra=job_fields(job))
+                    await asyncio.sleep(delay)
+                    with contextlib.suppress(StoreUnavailable):  # still failing: the next round waits longer
+                        job = await self._store.get(job.id)
         except LeaseLost as exc:
             log.warning("%s; leaving it to the process that holds it", exc, extra=job_fields(job))
         finally:
             self._finishing.discard(job.id)
+
+    async def _finish_step(self, job: Job) -> Job:
+        """The next step of a completed job: its download, or its post; failures counted within their policy."""
+        # Hosts do not share a disk: a downloaded job taken over from another process has its file on
+        # that process's disk. The service still keeps it, and a second download costs nothing.
+        downloading = job.state == S.COMPLETED or not _on_disk(job)
+        try:
+            return await (self._download(job) if downloading else self._deliver(job))
+        except InsufficientStorage as exc:
+            return await self._wait_for_storage(job, exc)
+        except (asyncio.CancelledError, StoreUnavailable, LeaseLost):
+            raise
+        except Exception as exc:
+            return await self._step_failed(job, exc, downloading=downloading)
 
     async def _step_failed(self, job: Job, exc: Exception, *, downloading: bool) -> Job:
         """Count a failed download or upload on the job; past the policy, end it and tell the requester."""
@@ -724,16 +768,39 @@ class JobWorker:
             await self._finalize(job, "undeliverable")
             await self._show_progress(job)
             return job
-        job = await self._transition(
-            job.id, S.DELIVERED, delivered_channel_id=delivery.channel_id, delivered_message_id=delivery.message_id,
-            told_at=self._clock(), step_attempts=0, step_failing_since=None,
-        )
+        # Posted: from here only its record is missing, and a step tried again (after a database error, or a
+        # restart after a stop that cut the write off) would post it twice.
+        recording = asyncio.ensure_future(self._record_delivery(job, delivery))
+        try:
+            job = await asyncio.shield(recording)
+        except asyncio.CancelledError:
+            try:
+                await finish_despite_cancels(asyncio.wait_for(recording, LAST_WRITE_SECONDS))
+            except Exception:
+                log.error("%s was posted as message %d, but the bot stopped before it was recorded; the next start "
+                          "posts it again", job.reference, delivery.message_id, exc_info=True, extra=job_fields(job))
+            raise
         log.info("delivered %s as message %d", job.reference, delivery.message_id, extra=job_fields(job))
         if not self._config.keep_delivered_videos and not delivery.compressed:
             # A compressed copy was posted: the original stays for the operator.
             video.unlink(missing_ok=True)
         await self._show_progress(job)
         return job
+
+    async def _record_delivery(self, job: Job, delivery: Delivery) -> Job:
+        """Record a post made; a database error is tried again until it is written."""
+        while True:
+            try:
+                return await self._transition(
+                    job.id, S.DELIVERED, delivered_channel_id=delivery.channel_id,
+                    delivered_message_id=delivery.message_id, told_at=self._clock(), step_attempts=0,
+                    step_failing_since=None,
+                )
+            except StoreUnavailable as exc:
+                log.warning("%s was posted as message %d, but the database failed to record it (%s); trying again "
+                            "in %.0f s", job.reference, delivery.message_id, exc,
+                            self._config.database_retry_seconds, extra=job_fields(job))
+                await asyncio.sleep(self._config.database_retry_seconds)
 
     # -- side messages (best effort: they never block a job) -----------------------------------
 
@@ -754,14 +821,19 @@ class JobWorker:
                      extra=job_fields(job))
             return 0
         try:
-            if not await self._announce(job, event, via_interaction=via_interaction):
-                await self._update(job.id, notice_attempts=job.notice_attempts + 1)
-                if job.notice_attempts + 1 >= self._config.notice_rounds:
-                    log.error("gave up telling the requester of %s about %s after %d rounds", job.reference, event,
-                              job.notice_attempts + 1, extra=job_fields(job))
-                return 0
+            if job.id not in self._told_unrecorded:
+                if not await self._announce(job, event, via_interaction=via_interaction):
+                    await self._update(job.id, notice_attempts=job.notice_attempts + 1)
+                    if job.notice_attempts + 1 >= self._config.notice_rounds:
+                        log.error("gave up telling the requester of %s about %s after %d rounds", job.reference,
+                                  event, job.notice_attempts + 1, extra=job_fields(job))
+                    return 0
+                # Told: until the database records it, this process remembers, and never tells it again.
+                self._told_unrecorded.add(job.id)
             await self._store.mark_told(job.id, owner=self._owner)
+            self._told_unrecorded.discard(job.id)
         except LeaseLost as exc:
+            self._told_unrecorded.discard(job.id)
             log.warning("%s; its final message is theirs to record", exc, extra=job_fields(job))
             return 0
         return 1

@@ -186,6 +186,33 @@ async def test_forbidden_channel_falls_back_to_the_requesters_dm(
     assert refused_posts(double, 403) == [f"/channels/{CHANNEL_ID}/messages"]
 
 
+async def test_a_video_automod_blocks_in_the_channel_goes_to_the_requesters_dm(
+    double: DiscordDouble, delivery: DiscordDelivery, store: JobStore, video: Path
+) -> None:
+    """AutoMod's 400 (code 200000, the prompt in the text holds a blocked word) is as final as a 403."""
+    double.block_by_automod(CHANNEL_ID)
+    job = await downloaded_job(store, video)
+
+    delivered = await delivery.deliver(job, video)
+
+    dm = await double.wait_for_dm(REQUESTER_ID, timeout=5)
+    assert delivered.via_dm and delivered.message_id == int(dm["id"])
+    assert channel_posts(double) == []
+    assert refused_posts(double, 400) == [f"/channels/{CHANNEL_ID}/messages"]
+
+
+async def test_news_automod_blocks_in_the_channel_goes_to_the_requesters_dm(
+    double: DiscordDouble, delivery: DiscordDelivery, store: JobStore, video: Path
+) -> None:
+    double.block_by_automod(CHANNEL_ID)
+    job = await downloaded_job(store, video)
+
+    await delivery.announce(job, "failed")
+
+    dm = await double.wait_for_dm(REQUESTER_ID, timeout=5)
+    assert dm["content"] == views.announcement_text(job, "failed", catalogue=BUILT_IN)
+
+
 async def test_channel_and_dm_both_forbidden_is_undeliverable(
     double: DiscordDouble, delivery: DiscordDelivery, store: JobStore, video: Path
 ) -> None:

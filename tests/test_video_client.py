@@ -8,8 +8,10 @@ import errno
 import gzip
 import json
 import logging
+import os
 import shutil
 import struct
+import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from bot.errors import (
 )
 from bot.retry import CREATE_RETRY, READ_RETRY, RetryPolicy
 from bot.simulator import DEFAULT_VIDEO_PATH
-from bot.video_client import VideoServiceClient, mask_key, parse_retry_after
+from bot.video_client import VideoServiceClient, mask_key, parse_retry_after, remove_abandoned_downloads
 
 KEY = "sk-secret-test-key-0123456789"
 CREATE = "/gateway/videos/create"
@@ -866,8 +868,29 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after(None) is None
     assert parse_retry_after("soon") is None
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
+    # Only ASCII digits count ("²" is a digit to str.isdigit(), and float() refuses it): no delay, no crash.
+    assert parse_retry_after("\u00b2") is None
+    assert parse_retry_after("1\u00b9") is None
+    assert parse_retry_after("\u0663") is None  # an Arabic-Indic three
 
 
 def test_mask_key_shows_only_the_last_four() -> None:
     assert mask_key("sk-abcdefghijkl1234") == "…1234"
     assert mask_key("short") == "…"
+
+
+def test_only_partial_downloads_left_unwritten_are_removed(tmp_path: Path) -> None:
+    now = time.time()
+    abandoned = tmp_path / ".7.mp4.k2j3.part"
+    under_way = tmp_path / ".8.mp4.x9y8.part"
+    video = tmp_path / "9.mp4"
+    for path in (abandoned, under_way, video):
+        path.write_bytes(b"\0" * 16)
+    old = now - 3601
+    os.utime(abandoned, (old, old))
+    os.utime(video, (old, old))
+
+    assert remove_abandoned_downloads(tmp_path, unwritten_for=3600, now=now) == 1
+
+    assert not abandoned.exists()
+    assert under_way.exists() and video.exists()  # one being written, and a finished video waiting to be posted

@@ -18,7 +18,8 @@ from bot.pacing import Pacer
 from bot.retry import CREATE_RETRY, READ_RETRY
 from bot.simulator import VideoServiceSimulator
 from bot.store import IllegalTransition, Job, JobState, JobStore, NewJob
-from bot.video_requests import RECORDING_AT_ONCE, RequestCancelled, VideoRequests, _finish_despite_cancels
+from bot.tasks import finish_despite_cancels
+from bot.video_requests import RECORDING_AT_ONCE, RequestCancelled, VideoRequests
 from tests.cogs.helpers import bot_settings
 from tests.conftest import SIM_KEY
 
@@ -370,14 +371,14 @@ async def test_the_last_write_of_a_stopped_request_holds_off_cancellations_for_a
         await asyncio.sleep(seconds)
         finished.set()
 
-    ending = asyncio.create_task(_finish_despite_cancels(write(0.3), within=5.0))
+    ending = asyncio.create_task(finish_despite_cancels(write(0.3), within=5.0))
     for _ in range(3):
         await asyncio.sleep(0.05)
         ending.cancel()
     await ending
     assert finished.is_set()
 
-    hung = asyncio.create_task(_finish_despite_cancels(asyncio.Event().wait(), within=0.2))
+    hung = asyncio.create_task(finish_despite_cancels(asyncio.Event().wait(), within=0.2))
     await asyncio.sleep(0.05)
     hung.cancel()  # within the bound: held off
     await asyncio.sleep(0.3)

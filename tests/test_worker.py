@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from itertools import pairwise
@@ -18,7 +19,7 @@ from bot.errors import InsufficientStorage
 from bot.retry import RetryPolicy
 from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH, JOBS_PREFIX
-from bot.store import Job, JobState, JobStore
+from bot.store import Job, JobState, JobStore, StoreUnavailable
 from bot.worker import Deliverer, JobWorker, Undeliverable, WorkerConfig
 from tests.conftest import SIM_KEY, SimulatorFactory
 from tests.worker_helpers import (
@@ -103,6 +104,7 @@ async def make_worker(storage_dir: Path) -> AsyncIterator[WorkerFactory]:
             "upload_retry": FAST_STEPS,
             "notice_retry": FAST_STEPS,
             "idle_wake": 0.5,
+            "database_retry_seconds": 0.05,
             **config,
         }
         worker = JobWorker(store, client, deliverer, WorkerConfig(**options), clock=clock)
@@ -758,3 +760,188 @@ async def test_stopping_a_worker_woken_at_the_same_moment_still_stops_it(
         async with asyncio.timeout(5):
             await worker.stop()
         assert not worker.running
+
+
+# -- the database failing mid-way: every request still ends, once, and nothing is posted twice ----------------
+
+ENDED = [S.STALLED, S.FAILED, S.DELIVERED, S.UNDELIVERABLE]
+#: Past the worker's give-up age (STALLED_AFTER_SECONDS, 6 h).
+PAST_GIVE_UP = 6 * 3600 + 1
+
+
+def failing_once(store: JobStore, target: JobState) -> list[StoreUnavailable]:
+    """The store's next move to `target` fails (database full); the list empties once it has."""
+    real = store.transition
+    failures = [StoreUnavailable("the database could not be written: database or disk is full")]
+
+    async def transition(job_id: int, to: JobState, **changes: Any) -> Job:
+        if to == target and failures:
+            raise failures.pop()
+        return await real(job_id, to, **changes)
+
+    store.transition = transition  # type: ignore[method-assign, assignment]
+    return failures
+
+
+async def test_a_failed_record_of_a_post_is_written_again_and_the_video_is_posted_once(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    failures = failing_once(store, S.DELIVERED)
+    job = await submit(store, client)
+    make_worker(store, client, deliverer).start()
+
+    await wait_for_states(store, [job.id], [S.DELIVERED], timeout=5)
+    assert not failures, "the record of the post failed once"
+    assert [d.job_id for d in deliverer.deliveries] == [job.id]
+    assert (await store.get(job.id)).delivered_message_id is not None
+
+
+async def test_a_stop_while_a_post_is_being_recorded_lets_the_record_finish(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    """docker stop right after a post: the write that records it is not cut off, or the next start would post
+    the video again."""
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    real = store.transition
+    recording = asyncio.Event()
+
+    async def slow_delivered(job_id: int, to: JobState, **changes: Any) -> Job:
+        if to == S.DELIVERED:
+            recording.set()
+            await asyncio.sleep(0.3)  # a slow disk
+        return await real(job_id, to, **changes)
+
+    store.transition = slow_delivered  # type: ignore[method-assign, assignment]
+    job = await submit(store, client)
+    worker = make_worker(store, client, deliverer)
+    worker.start()
+    await asyncio.wait_for(recording.wait(), 5)
+
+    await worker.stop()
+
+    assert (await store.get(job.id)).state == S.DELIVERED
+    assert [d.job_id for d in deliverer.deliveries] == [job.id]
+
+
+async def test_a_failed_download_record_is_tried_again_without_a_restart(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    failures = failing_once(store, S.DOWNLOADED)
+    job = await submit(store, client)
+    make_worker(store, client, deliverer).start()
+
+    await wait_for_states(store, [job.id], [S.DELIVERED], timeout=5)
+    assert not failures
+    assert [d.job_id for d in deliverer.deliveries] == [job.id]
+
+
+async def test_a_database_hiccup_while_the_worker_resumes_does_not_stop_it(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    job = await submit(store, client)
+    real = store.jobs_in_states
+    failures = [StoreUnavailable("the database could not be read: database is locked")]
+
+    async def jobs_in_states(*args: Any, **kwargs: Any) -> list[Job]:
+        if failures:
+            raise failures.pop()
+        return await real(*args, **kwargs)
+
+    store.jobs_in_states = jobs_in_states  # type: ignore[method-assign]
+    worker = make_worker(store, client, RecordingDeliverer())
+    worker.start()
+
+    await wait_for_states(store, [job.id], [S.DELIVERED], timeout=5)
+    assert not failures and worker.running
+
+
+async def test_a_read_only_database_tells_each_requester_once_and_reaches_them_all(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator()
+    deliverer = RecordingDeliverer()
+    worker = make_worker(store, client_for(sim, http), deliverer)
+    first = await store.transition((await store.add_submission(new_job())).id, S.REJECTED, last_error="no")
+    second = await store.transition((await store.add_submission(new_job())).id, S.INTERRUPTED)
+    write_steps = store.database.write_steps
+
+    async def read_only(*args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailable("the database could not be written: attempt to write a readonly database")
+
+    store.database.write_steps = read_only  # type: ignore[method-assign]
+    for _ in range(3):
+        assert await worker.tell_untold(grace=0.0) == 0  # none recorded
+    assert sorted(a.job_id for a in deliverer.announcements) == [first.id, second.id]
+
+    store.database.write_steps = write_steps  # type: ignore[method-assign]
+    assert await worker.tell_untold(grace=0.0) == 2  # recorded now, without telling them again
+    assert sorted(a.job_id for a in deliverer.announcements) == [first.id, second.id]
+    assert await store.untold(older_than=float("inf"), max_notice_attempts=5) == []
+
+
+# -- 429s on polling (the service misbehaving) -------------------------------------------------------------------------
+
+
+async def test_a_service_that_answers_every_poll_429_still_ends_the_request(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    sim = await make_simulator(job_seconds=600)
+    client = client_for(sim, http)
+    clock = ShiftedClock()
+    job = await submit(store, client)
+    sim.inject("status", 429, times=100_000, retry_after=0.05)
+    clock.offset = PAST_GIVE_UP  # a job answered 503 or garbage this long would be given up
+    make_worker(store, client, RecordingDeliverer(clock=clock), clock=clock).start()
+
+    await wait_for_states(store, [job.id], [S.STALLED], timeout=5)
+    assert {call.outcome for call in client.status_calls} == {"RateLimited"}
+
+
+@pytest.mark.parametrize("retry_after", ["1000000000", "9" * 400], ids=["a-billion-seconds", "infinite"])
+async def test_one_429_with_an_outlandish_retry_after_pauses_the_polls_a_bounded_time(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory,
+    monkeypatch: pytest.MonkeyPatch, retry_after: str,
+) -> None:
+    sim = await make_simulator(job_seconds=0.3)
+    monkeypatch.setattr("bot.simulator.app._format_retry_after", lambda seconds: retry_after)
+    client = client_for(sim, http)
+    job = await submit(store, client)
+    sim.inject("status", 429, retry_after=1)  # once
+    make_worker(store, client, RecordingDeliverer(), max_rate_limit_pause=0.5).start()
+
+    async def limited() -> bool:
+        return any(call.outcome == "RateLimited" for call in client.status_calls)
+
+    await wait_until(limited)
+    polls = len(client.status_calls)
+    await asyncio.sleep(0.3)
+    assert len(client.status_calls) == polls, "paused, as the service asked"
+    await wait_for_states(store, [job.id], [S.DELIVERED], timeout=5)
+
+
+async def test_the_sweep_removes_a_partial_download_a_killed_run_left(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory,
+    storage_dir: Path,
+) -> None:
+    sim = await make_simulator()
+    storage_dir.mkdir(parents=True, exist_ok=True)
+    left = storage_dir / ".3.mp4.q1w2.part"
+    left.write_bytes(b"\0" * 1024)
+    old = time.time() - 120
+    os.utime(left, (old, old))
+    make_worker(store, client_for(sim, http), RecordingDeliverer(), abandoned_download_after=60.0).start()
+
+    async def removed() -> bool:
+        return not left.exists()
+
+    await wait_until(removed)

@@ -108,9 +108,9 @@ FOREIGN_PATHS: Final[tuple[str, ...]] = get_args(ForeignPaths)
 DOWNLOAD_BODIES: Final[tuple[str, ...]] = get_args(DownloadBody)
 
 # Marks a response that was never sent because the connection was closed on purpose.
-_DROPPED: Final = "simulator_dropped"
+_DROPPED: Final = web.ResponseKey("simulator_dropped", bool)
 # Marks a response whose body was cut short (on purpose, or because the client went away).
-_CUT: Final = "simulator_cut"
+_CUT: Final = web.ResponseKey("simulator_cut", bool)
 
 _CHUNK_BYTES: Final = 64 * 1024
 # Shared zero filler for oversized bodies, so no body is ever built in memory.

@@ -15,7 +15,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from aiohttp import BodyPartReader, WSMsgType, web
 
@@ -120,6 +120,11 @@ class _Upload(NamedTuple):
     field: str
     filename: str
     data: bytes
+
+
+# What the middleware read of a request, for its handler.
+_BODY: Final = web.RequestKey("body", object)
+_UPLOADS: Final = web.RequestKey("uploads", list[_Upload])
 
 
 @dataclass
@@ -268,6 +273,7 @@ class DiscordDouble:
         self._dm_channels: dict[int, dict[str, Any]] = {}
         self._forbidden_channels: set[int] = set()
         self._forbidden_dms: set[int] = set()
+        self._automod_channels: set[int] = set()
         self._command_ids: dict[tuple[int | None, int, str], str] = {}
         self._interactions: dict[str, InteractionRecord] = {}
         self._interactions_by_token: dict[str, InteractionRecord] = {}
@@ -379,6 +385,10 @@ class DiscordDouble:
     def forbid_channel(self, channel_id: int) -> None:
         """Posting in that channel answers 403 / 50001 Missing Access."""
         self._forbidden_channels.add(channel_id)
+
+    def block_by_automod(self, channel_id: int) -> None:
+        """Posting in that channel answers 400 / 200000, as when the server's AutoMod blocks the message."""
+        self._automod_channels.add(channel_id)
 
     def forbid_dm(self, user_id: int) -> None:
         """Messages to that user's DM channel answer 403 / 50007, as when DMs are closed."""
@@ -833,8 +843,8 @@ class DiscordDouble:
             body, uploads = await self._read_body(request)
             record.json = body
             record.files = [(u.filename, u.data) for u in uploads]
-            request["body"] = body
-            request["uploads"] = uploads
+            request[_BODY] = body
+            request[_UPLOADS] = uploads
             self._check_auth(request)
             response = await handler(request)
         except DiscordError as error:
@@ -899,7 +909,7 @@ class DiscordDouble:
 
     @staticmethod
     def _body(request: web.Request) -> dict[str, Any]:
-        body = request.get("body")
+        body = request.get(_BODY)
         if body is None:
             return {}
         if not isinstance(body, dict):
@@ -962,7 +972,7 @@ class DiscordDouble:
     async def _put_commands(self, request: web.Request) -> web.Response:
         scope = self._command_scope(request)
         try:
-            commands = _commands.validate_commands(request.get("body"))
+            commands = _commands.validate_commands(request.get(_BODY))
         except _commands.CommandSchemaError as error:
             raise _invalid_form("commands", str(error)) from None
         stored: list[dict[str, Any]] = []
@@ -1221,6 +1231,8 @@ class DiscordDouble:
         channel = self._messageable_channel(channel_id)
         if channel_id in self._forbidden_channels:
             raise DiscordError(403, 50001, "Missing Access")
+        if channel_id in self._automod_channels:
+            raise DiscordError(400, 200000, "Message was blocked by automatic moderation")
         if channel["type"] == _payloads.CHANNEL_TYPE_DM:
             recipient = int(channel["recipients"][0]["id"])
             if recipient in self._forbidden_dms:
@@ -1244,7 +1256,7 @@ class DiscordDouble:
         record = self._message_record(
             channel_id=channel_id,
             body=body,
-            uploads=request["uploads"],
+            uploads=request[_UPLOADS],
             size_limit=self.default_upload_limit,
             default_parse=PARSE_ALL,
             message_type=MESSAGE_DEFAULT,
@@ -1276,8 +1288,8 @@ class DiscordDouble:
 
     async def _edit_channel_message(self, request: web.Request) -> web.Response:
         record = self._channel_message(request)
-        self._check_upload_sizes(request["uploads"], self.default_upload_limit)
-        self._apply_message_fields(record, self._body(request), request["uploads"], default_parse=PARSE_ALL)
+        self._check_upload_sizes(request[_UPLOADS], self.default_upload_limit)
+        self._apply_message_fields(record, self._body(request), request[_UPLOADS], default_parse=PARSE_ALL)
         record["edited_timestamp"] = _payloads.iso_now()
         await self._announce("MESSAGE_UPDATE", record)
         return _json_response(self._wire(record))
@@ -1328,7 +1340,7 @@ class DiscordDouble:
             "type": body.get("type"),
             "data": body.get("data"),
             "time": time.monotonic(),
-            "files": [(u.filename, u.data) for u in request["uploads"]],
+            "files": [(u.filename, u.data) for u in request[_UPLOADS]],
             "accepted": False,
         }
         self.interaction_responses.setdefault(interaction_id, []).append(entry)
@@ -1339,7 +1351,7 @@ class DiscordDouble:
             raise DiscordError(400, 40060, "Interaction has already been acknowledged.")
         if entry["time"] - record.created_at > self.callback_deadline:
             raise DiscordError(404, 10062, "Unknown interaction")
-        response = await self._accept_callback(record, body, request["uploads"])
+        response = await self._accept_callback(record, body, request[_UPLOADS])
         entry["accepted"] = True
         return _json_response(response)
 
@@ -1429,7 +1441,7 @@ class DiscordDouble:
         message = self._message_record(
             channel_id=record.channel_id,
             body=body,
-            uploads=request["uploads"],
+            uploads=request[_UPLOADS],
             size_limit=record.attachment_size_limit,
             default_parse=PARSE_USERS,
             message_type=MESSAGE_DEFAULT,
@@ -1449,7 +1461,7 @@ class DiscordDouble:
     async def _edit_webhook_message(self, request: web.Request) -> web.Response:
         record = self._webhook_interaction(request)
         message = self._webhook_message(request, record)
-        uploads: list[_Upload] = request["uploads"]
+        uploads: list[_Upload] = request[_UPLOADS]
         self._check_upload_sizes(uploads, record.attachment_size_limit)
         was_loading = bool(message["flags"] & FLAG_LOADING)
         self._apply_message_fields(message, self._body(request), uploads, default_parse=PARSE_USERS)
