@@ -97,7 +97,7 @@ class TimeScale:
             give_up_after=self.seconds(base.give_up_after),
             rate_limit_backoff=self.seconds(base.rate_limit_backoff),
             max_rate_limit_pause=self.seconds(base.max_rate_limit_pause),
-            database_retry_seconds=self.seconds(base.database_retry_seconds),
+            database_retry=self.retry_policy(base.database_retry),
             abandoned_download_after=self.seconds(base.abandoned_download_after),
             download_retry=self.retry_policy(base.download_retry),
             upload_retry=self.retry_policy(base.upload_retry),

@@ -11,6 +11,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from bot.errors import InvalidRequest
+from bot.validation import invisible
 
 MAX_TERM_CHARS = 100
 MAX_TERMS = 500
@@ -20,7 +21,7 @@ def normalize(text: str) -> str:
     """NFKC, case-folded, without invisible format and control characters (zero-width spaces, U+0001; a post
     shows the text without them), whitespace runs as one space."""
     folded = unicodedata.normalize("NFKC", text).casefold()
-    visible = "".join(char for char in folded if char.isspace() or unicodedata.category(char) not in ("Cf", "Cc"))
+    visible = "".join(char for char in folded if char.isspace() or not invisible(char))
     return " ".join(visible.split())
 
 

@@ -105,15 +105,22 @@ async def start_request(interaction: Interaction, request: NewJob, role_ids: Col
     """
     host = _host(interaction)
     requests = host.requests
-    job = await requests.record(request, role_ids)
+    try:
+        job = await requests.record(request, role_ids)
+    except Exception:
+        if acknowledge is not None:
+            # Refused (or not recorded): the used offer's buttons go all the same; the refusal follows.
+            with contextlib.suppress(discord.HTTPException):
+                await acknowledge()
+        raise
     slash = acknowledge is None
     try:
-        if offer_id is not None:
-            await host.offers.started(offer_id, job.id)
         if acknowledge is not None:
             await acknowledge()
         else:
             await interaction.response.defer(ephemeral=True, thinking=True)
+        if offer_id is not None:
+            await host.offers.started(offer_id, job.id)
     except Exception:
         # Nothing was sent: end the request now (the sweep tells the requester) rather than leave it in flight.
         await requests.abandon(job, "the request could not be acknowledged")

@@ -34,8 +34,9 @@ STALLED_AFTER_SECONDS = 6 * 3600
 
 #: Every legal move, in one place. Anything else raises IllegalTransition.
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    # rejected: the budget cannot pay for it; interrupted: found here after a restart; cancelled: by its
-    # requester while it waited for the bot's pacing turn (once `submitting`, it may be on its way: no cancel).
+    # rejected: the budget cannot pay for it; interrupted: found here after a restart, or its write-ahead failed
+    # (never sent); cancelled: by its requester while it waited for the bot's pacing turn (once `submitting`, it
+    # may be on its way: no cancel).
     S.RECEIVED: frozenset({S.SUBMITTING, S.REJECTED, S.INTERRUPTED, S.CANCELLED}),
     # failed: accepted and charged, but the service's job id is unusable or already held by another request;
     # interrupted: the bot stopped while writing it down, before the create left (the sending task knows).

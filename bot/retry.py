@@ -92,6 +92,9 @@ READ_RETRY = RetryPolicy(attempts=3, deadline=30.0, base_delay=1.0, max_delay=10
 #: Recording an accepted (charged) job when the database fails: keep trying well within the service's
 #: retention, then tell the requester the job id for support.
 RECORD_RETRY = RetryPolicy(attempts=12, deadline=10 * 60, base_delay=1.0, max_delay=60.0)
+#: A completed job's next step when the database fails (recording its download or its post): for up to an hour,
+#: then the job waits where the database has it for the next start. A post already made is never made again here.
+DATABASE_RETRY = RetryPolicy(attempts=48, deadline=60 * 60, base_delay=5.0, max_delay=80.0)
 #: Downloading a finished video: a failing body or a refusal ends the job failed after these.
 DOWNLOAD_RETRY = RetryPolicy(attempts=6, deadline=30 * 60, base_delay=5.0, max_delay=5 * 60)
 #: Uploading a video to Discord (channel, then DM): after these the video is undeliverable (kept for /status).

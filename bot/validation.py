@@ -14,11 +14,16 @@ MIN_SEED = 0
 MAX_SEED = 2**32 - 1
 
 
+def invisible(char: str) -> bool:
+    """Shows nothing and is not whitespace: a control character (U+0001) or a format one (a zero-width space).
+    The prompt check and the blocklist both read it."""
+    return unicodedata.category(char) in ("Cc", "Cf")
+
+
 def clean_prompt(prompt: str) -> str:
-    """Strip the prompt and check its length; raises InvalidRequest."""
+    """Strip the prompt and check that it shows something and is not too long; raises InvalidRequest."""
     cleaned = prompt.strip()
-    # Zero-width spaces, marks and control characters are not whitespace to str.strip(), and show nothing.
-    if not any(unicodedata.category(char)[0] not in "CZ" for char in cleaned):
+    if all(char.isspace() or invisible(char) for char in cleaned):
         raise InvalidRequest("prompt_empty", "the prompt is empty")
     if len(cleaned) > MAX_PROMPT_CHARS:
         raise InvalidRequest(

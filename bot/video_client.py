@@ -229,6 +229,24 @@ async def _read_json(response: aiohttp.ClientResponse, where: str) -> object:
         raise ProtocolError(f"the service's {where} response is not JSON") from exc
 
 
+def _error_text(text: str, complete: bool) -> str:
+    """The message of an error body; the spec shows no shape, so the common ones, else the raw text."""
+    try:
+        data = json.loads(text) if complete else None
+    except (ValueError, RecursionError):
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        if isinstance(error, dict):
+            error = error.get("message") or error.get("detail") or error
+        if isinstance(error, str):
+            return error
+        detail = data.get("detail") or data.get("message")
+        if isinstance(detail, str):
+            return detail
+    return text.strip()
+
+
 class VideoServiceClient:
     """Talks to the video service through one shared aiohttp session."""
 
@@ -450,32 +468,18 @@ class VideoServiceClient:
             raise RateLimited(parse_retry_after(response.headers.get("Retry-After")))
         if status >= 500:
             raise ServerError(status)
-        raise Rejected(status, self._redact(await self._reason(response)))  # and once unescaped from JSON
+        raise Rejected(status, await self._reason(response))
 
     async def _reason(self, response: aiohttp.ClientResponse) -> str:
-        """The error text of a refusal, short, and without the key: redacted before it is cut to length, or a key
-        across the cut would leave its start. (Its first _MAX_REASON_CHARS never reach the end of the bytes read.)"""
+        """The error text of a refusal, short, and without the key: redacted once JSON unescaped it (`\\/`), and
+        before it is cut to length, or a key across the cut would leave its start."""
         fallback = response.reason or "no reason given"
         try:
             body, complete = await _read_prefix(response, _MAX_REASON_BYTES)
         except (TimeoutError, aiohttp.ClientError):
             return fallback
-        text = self._redact(body.decode("utf-8", errors="replace"))
-        try:
-            data = json.loads(text) if complete else None
-        except (ValueError, RecursionError):
-            data = None
-        # The spec shows no error body shape: take the common ones, else the raw text.
-        if isinstance(data, dict):
-            error = data.get("error", data)
-            if isinstance(error, dict):
-                error = error.get("message") or error.get("detail") or error
-            if isinstance(error, str):
-                return error[:_MAX_REASON_CHARS]
-            detail = data.get("detail") or data.get("message")
-            if isinstance(detail, str):
-                return detail[:_MAX_REASON_CHARS]
-        return text.strip()[:_MAX_REASON_CHARS] or fallback
+        message = _error_text(body.decode("utf-8", errors="replace"), complete) or fallback
+        return self._redact(message)[:_MAX_REASON_CHARS]
 
     def _redact(self, text: str) -> str:
         # Some gateways echo the key in error texts; it must not travel further.

@@ -41,7 +41,7 @@ from bot.store import (
     NewJob,
     StoreUnavailable,
 )
-from bot.tasks import BackgroundTasks, finish_despite_cancels
+from bot.tasks import LAST_WRITE_SECONDS, BackgroundTasks, finish_despite_cancels
 from bot.validation import check_seed, clean_prompt
 from bot.video_client import KeyInfo, VideoServiceClient
 
@@ -468,6 +468,7 @@ class VideoRequests:
             )
             self._unrecorded.pop(job.id, None)
         except StoreUnavailable:
+            self._unrecorded.pop(job.id, None)  # the requester is told to go to support: not recorded later
             log.error("request %s: job %s (charged %d yen) could not be recorded within %.0f s; the requester is "
                       "told to give support the job id", job.reference, service_job_id, price,
                       self._record_retry.deadline, extra=job_fields(job))
@@ -484,8 +485,11 @@ class VideoRequests:
         for job, service_job_id, next_poll_at in self._unrecorded.values():
             price = self.catalogue.price_of(job.model)
             try:
-                await self._store.mark_accepted(job.id, service_job_id, price, next_poll_at, lease=self._lease)
-            except StoreUnavailable as exc:
+                await asyncio.wait_for(
+                    self._store.mark_accepted(job.id, service_job_id, price, next_poll_at, lease=self._lease),
+                    LAST_WRITE_SECONDS,
+                )
+            except (StoreUnavailable, TimeoutError) as exc:
                 log.error("request %s: job %s (charged %d yen) is still not recorded at shutdown (%s)",
                           job.reference, service_job_id, price, exc, extra=job_fields(job))
             else:

@@ -43,7 +43,7 @@ from bot.lifecycle import POLLED_STATES, SLOW_AFTER_SECONDS, STALLED_AFTER_SECON
 from bot.logs import job_fields
 from bot.notices import Notice
 from bot.pacing import Pacer
-from bot.retry import DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY, RetryPolicy, retrying
+from bot.retry import DATABASE_RETRY, DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY, RetryPolicy, retrying
 from bot.schedule import Plan, PollSchedule
 from bot.store import Job, JobState, JobStore, LeaseLost, StoreUnavailable
 from bot.tasks import LAST_WRITE_SECONDS, BackgroundTasks, finish_despite_cancels
@@ -62,6 +62,15 @@ def _reason(exc: BaseException) -> str:
     """A short, key-free description of a failure for the job's record and the log."""
     text = str(exc) or type(exc).__name__
     return text if len(text) <= 300 else text[:299] + "…"
+
+
+class PostUnrecorded(Exception):
+    """A video was posted, and the database did not take its record within DATABASE_RETRY: the job stays
+    `downloaded`, and the next start posts it again (Discord's nonce merges a repeat within minutes)."""
+
+    def __init__(self, job: Job, delivery: Delivery, cause: StoreUnavailable) -> None:
+        super().__init__(f"{job.reference} was posted as message {delivery.message_id}, but the database did not "
+                         f"take its record: {cause}")
 
 
 class Undeliverable(BotError):
@@ -112,7 +121,7 @@ class WorkerConfig:
     give_up_after: float = STALLED_AFTER_SECONDS
     rate_limit_backoff: float = 10.0  # pause when a 429 carries no Retry-After
     max_rate_limit_pause: float = 300.0  # the longest pause a 429's Retry-After may ask of the polls
-    database_retry_seconds: float = 5.0  # a job's next step after the database failed it
+    database_retry: RetryPolicy = DATABASE_RETRY  # a completed job's step whose record the database failed
     abandoned_download_after: float = 3600.0  # a partial download not written this long was left by a kill
     download_retry: RetryPolicy = DOWNLOAD_RETRY
     upload_retry: RetryPolicy = UPLOAD_RETRY
@@ -298,7 +307,7 @@ class JobWorker:
                 log.exception("looking for requesters still owed a message failed; continuing")
             try:
                 await self._remove_abandoned_downloads()
-            except OSError:
+            except Exception:
                 log.exception("could not look for abandoned partial downloads; continuing")
             grace = self._config.sweep_grace
             await asyncio.sleep(self._config.sweep_interval)
@@ -637,6 +646,7 @@ class JobWorker:
     async def _finish(self, job: Job) -> None:
         """Download, then post; each step retried within its policy, the count kept on the job."""
         failures = 0
+        failing_since = 0.0
         try:
             while job.state in (S.COMPLETED, S.DOWNLOADED):
                 try:
@@ -650,15 +660,25 @@ class JobWorker:
                     job = await self._finish_step(job)
                 except StoreUnavailable as exc:
                     # The step stays where the database has it (a post already made records itself in
-                    # _deliver); try again here, less often the longer it lasts: nothing else in this process
-                    # would before a restart.
-                    delay = self._config.database_retry_seconds * 2 ** min(failures, 4)
+                    # _deliver): try it again here, within the policy; nothing else in this process would.
                     failures += 1
+                    now = time.monotonic()
+                    failing_since = now if failures == 1 else failing_since
+                    policy = self._config.database_retry
+                    delay = policy.delay(failures)
+                    if not policy.allows(failures, now - failing_since, delay):
+                        log.error("%s: the database failed %d times in %.0f s while finishing it (%s); it waits "
+                                  "for the next start", job.reference, failures, now - failing_since, exc,
+                                  extra=job_fields(job))
+                        return
                     log.warning("%s: the database failed while finishing it (%s); trying again in %.0f s",
                                 job.reference, exc, delay, extra=job_fields(job))
                     await asyncio.sleep(delay)
-                    with contextlib.suppress(StoreUnavailable):  # still failing: the next round waits longer
+                    with contextlib.suppress(StoreUnavailable):  # still failing: the next round counts it
                         job = await self._store.get(job.id)
+                except PostUnrecorded as exc:
+                    log.error("%s; it waits for the next start, which posts it again", exc, extra=job_fields(job))
+                    return
         except LeaseLost as exc:
             log.warning("%s; leaving it to the process that holds it", exc, extra=job_fields(job))
         finally:
@@ -673,7 +693,7 @@ class JobWorker:
             return await (self._download(job) if downloading else self._deliver(job))
         except InsufficientStorage as exc:
             return await self._wait_for_storage(job, exc)
-        except (asyncio.CancelledError, StoreUnavailable, LeaseLost):
+        except (asyncio.CancelledError, StoreUnavailable, LeaseLost, PostUnrecorded):
             raise
         except Exception as exc:
             return await self._step_failed(job, exc, downloading=downloading)
@@ -770,37 +790,52 @@ class JobWorker:
             return job
         # Posted: from here only its record is missing, and a step tried again (after a database error, or a
         # restart after a stop that cut the write off) would post it twice.
-        recording = asyncio.ensure_future(self._record_delivery(job, delivery))
+        recording = asyncio.ensure_future(self._record_delivery(job, delivery, video))
         try:
             job = await asyncio.shield(recording)
         except asyncio.CancelledError:
-            try:
-                await finish_despite_cancels(asyncio.wait_for(recording, LAST_WRITE_SECONDS))
-            except Exception:
+            # Stopping: the record gets a bounded moment to land (a database that hangs must not hold the stop).
+            await finish_despite_cancels(asyncio.wait({recording}, timeout=LAST_WRITE_SECONDS))
+            if not recording.done():
+                recording.cancel()
                 log.error("%s was posted as message %d, but the bot stopped before it was recorded; the next start "
-                          "posts it again", job.reference, delivery.message_id, exc_info=True, extra=job_fields(job))
+                          "posts it again", job.reference, delivery.message_id, extra=job_fields(job))
+            elif not recording.cancelled() and (failure := recording.exception()) is not None:
+                log.error("%s was posted as message %d, but its record failed while the bot stopped", job.reference,
+                          delivery.message_id, exc_info=failure, extra=job_fields(job))
             raise
+        await self._show_progress(job)
+        return job
+
+    async def _record_delivery(self, job: Job, delivery: Delivery, video: Path) -> Job:
+        """Record a post made, within the database's retry policy (PostUnrecorded past it), then remove the file
+        unless it is kept."""
+        tries = 0
+
+        async def record() -> Job:
+            nonlocal tries
+            tries += 1
+            if tries > 1:
+                # A write that failed may have committed all the same (its answer lost): never record it twice.
+                current = await self._store.get(job.id)
+                if current.state == S.DELIVERED and current.delivered_message_id == delivery.message_id:
+                    return current
+            return await self._transition(
+                job.id, S.DELIVERED, delivered_channel_id=delivery.channel_id,
+                delivered_message_id=delivery.message_id, told_at=self._clock(), step_attempts=0,
+                step_failing_since=None,
+            )
+
+        try:
+            job = await retrying(self._config.database_retry, record, retry_on=(StoreUnavailable,),
+                                 what=f"recording the post of {job.reference} (message {delivery.message_id})")
+        except StoreUnavailable as exc:
+            raise PostUnrecorded(job, delivery, exc) from exc
         log.info("delivered %s as message %d", job.reference, delivery.message_id, extra=job_fields(job))
         if not self._config.keep_delivered_videos and not delivery.compressed:
             # A compressed copy was posted: the original stays for the operator.
             video.unlink(missing_ok=True)
-        await self._show_progress(job)
         return job
-
-    async def _record_delivery(self, job: Job, delivery: Delivery) -> Job:
-        """Record a post made; a database error is tried again until it is written."""
-        while True:
-            try:
-                return await self._transition(
-                    job.id, S.DELIVERED, delivered_channel_id=delivery.channel_id,
-                    delivered_message_id=delivery.message_id, told_at=self._clock(), step_attempts=0,
-                    step_failing_since=None,
-                )
-            except StoreUnavailable as exc:
-                log.warning("%s was posted as message %d, but the database failed to record it (%s); trying again "
-                            "in %.0f s", job.reference, delivery.message_id, exc,
-                            self._config.database_retry_seconds, extra=job_fields(job))
-                await asyncio.sleep(self._config.database_retry_seconds)
 
     # -- side messages (best effort: they never block a job) -----------------------------------
 

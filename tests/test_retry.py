@@ -141,7 +141,7 @@ def test_the_bots_policies_are_bounded() -> None:
 
 def test_every_loop_that_retries_has_a_stated_limit() -> None:
     """Raising any of these to something unbounded must fail here, on purpose."""
-    from bot.retry import DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, RECORD_RETRY, UPLOAD_RETRY
+    from bot.retry import DATABASE_RETRY, DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, RECORD_RETRY, UPLOAD_RETRY
 
     # A download that fails every time ends the job `failed` after at most 6 attempts and 30 minutes.
     assert (DOWNLOAD_RETRY.attempts, DOWNLOAD_RETRY.deadline) == (6, 30 * 60)
@@ -151,7 +151,9 @@ def test_every_loop_that_retries_has_a_stated_limit() -> None:
     assert (NOTICE_RETRY.attempts, NOTICE_RETRY.deadline, NOTICE_ROUNDS) == (3, 60, 5)
     # Recording a charged job while the database fails: 10 minutes, then the requester gets the job id.
     assert (RECORD_RETRY.attempts, RECORD_RETRY.deadline) == (12, 10 * 60)
-    for policy in (DOWNLOAD_RETRY, UPLOAD_RETRY, NOTICE_RETRY, RECORD_RETRY):
+    # A completed job's download or post not recorded while the database fails: an hour, then the next start.
+    assert (DATABASE_RETRY.attempts, DATABASE_RETRY.deadline, DATABASE_RETRY.max_delay) == (48, 60 * 60, 80)
+    for policy in (DOWNLOAD_RETRY, UPLOAD_RETRY, NOTICE_RETRY, RECORD_RETRY, DATABASE_RETRY):
         # The waits the policy allows fit its deadline: the last attempt really happens within it.
         assert sum(min(policy.max_delay, policy.base_delay * 2**n) for n in range(policy.attempts - 1)) \
             <= policy.deadline * 1.5
@@ -160,12 +162,12 @@ def test_every_loop_that_retries_has_a_stated_limit() -> None:
 def test_the_worker_takes_its_bounds_from_the_policies() -> None:
     from pathlib import Path
 
-    from bot.retry import DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY
+    from bot.retry import DATABASE_RETRY, DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY
     from bot.worker import WorkerConfig
 
     config = WorkerConfig(storage_dir=Path("videos"))
-    assert (config.download_retry, config.upload_retry, config.notice_retry) == (
-        DOWNLOAD_RETRY, UPLOAD_RETRY, NOTICE_RETRY)
+    assert (config.download_retry, config.upload_retry, config.notice_retry, config.database_retry) == (
+        DOWNLOAD_RETRY, UPLOAD_RETRY, NOTICE_RETRY, DATABASE_RETRY)
     assert config.notice_rounds == NOTICE_ROUNDS
     assert config.storage_wait_limit <= 60 * 60 and config.max_download_bytes == 100 * 1024 * 1024
 

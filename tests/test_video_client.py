@@ -301,6 +301,27 @@ async def test_rejection_text_never_carries_the_key(client: VideoServiceClient, 
     assert mask_key(KEY) in error.value.reason
 
 
+def shown_key_prefix(text: str) -> str:
+    """The longest start of the key (8 characters or more) that `text` shows."""
+    return next((KEY[:n] for n in range(len(KEY), 7, -1) if KEY[:n] in text), "")
+
+
+@pytest.mark.parametrize("escaped", [False, True], ids=["as-is", "json-escaped"])
+@pytest.mark.parametrize("at", [270, 290, 296], ids=["inside", "across-the-cut", "mostly-cut"])
+async def test_a_key_echoed_across_the_reasons_cut_leaves_no_part_of_it(
+    client: VideoServiceClient, service: FakeService, at: int, escaped: bool
+) -> None:
+    """Cut to 300 characters after redaction, not before: a key across the cut left its start (and a key the
+    JSON escaped, "\\u0073k-…", is found once unescaped)."""
+    key = "\\u0073" + KEY[1:] if escaped else KEY
+    body = '{"error": {"message": "' + "x" * at + key + '"}}'
+    service.on("POST", CREATE, service.reply(400, body=body))
+    with pytest.raises(Rejected) as error:
+        await client.create("a fox")
+    assert len(error.value.reason) <= 300
+    assert shown_key_prefix(error.value.reason) == ""
+
+
 async def test_a_huge_rejection_body_gives_a_short_reason(client: VideoServiceClient, service: FakeService) -> None:
     service.on("POST", CREATE, service.reply(400, body="no " * 1_000_000))
     with pytest.raises(Rejected) as error:

@@ -104,7 +104,7 @@ async def make_worker(storage_dir: Path) -> AsyncIterator[WorkerFactory]:
             "upload_retry": FAST_STEPS,
             "notice_retry": FAST_STEPS,
             "idle_wake": 0.5,
-            "database_retry_seconds": 0.05,
+            "database_retry": FAST_STEPS,
             **config,
         }
         worker = JobWorker(store, client, deliverer, WorkerConfig(**options), clock=clock)
@@ -445,7 +445,16 @@ async def test_local_file_after_delivery(
 
     [done] = await wait_for_states(store, [job.id], [S.DELIVERED])
     assert done.file_path is not None
-    assert Path(done.file_path).exists() is keep
+    video = Path(done.file_path)
+
+    async def removed() -> bool:  # right after the record
+        return not video.exists()
+
+    if keep:
+        await asyncio.sleep(0.3)
+        assert video.exists()
+    else:
+        await wait_until(removed)
 
 
 # -- slow and stalled jobs --------------------------------------------------------------------------
@@ -504,6 +513,11 @@ async def test_progress_edits_on_state_changes_while_the_token_lives(
     worker.start()
 
     await wait_for_states(store, [job.id], [S.DELIVERED])
+
+    async def shown() -> bool:  # the edit follows the record
+        return S.DELIVERED in deliverer.progress_states(job.id)
+
+    await wait_until(shown)
     assert len(client.status_calls) >= 5, "several polls saw no change"
     assert deliverer.progress_states(job.id) == [S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED, S.DELIVERED]
 
@@ -826,6 +840,97 @@ async def test_a_stop_while_a_post_is_being_recorded_lets_the_record_finish(
 
     assert (await store.get(job.id)).state == S.DELIVERED
     assert [d.job_id for d in deliverer.deliveries] == [job.id]
+
+
+async def test_a_post_whose_record_committed_but_lost_its_answer_is_recorded_once(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    """The database took the write and its answer was lost (a COMMIT whose reply never came): the retry finds it
+    recorded, and the job is not counted as a failed upload."""
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    real = store.transition
+    lost = [StoreUnavailable("the connection closed after the COMMIT")]
+
+    async def answer_lost(job_id: int, to: JobState, **changes: Any) -> Job:
+        done = await real(job_id, to, **changes)
+        if to == S.DELIVERED and lost:
+            raise lost.pop()
+        return done
+
+    store.transition = answer_lost  # type: ignore[method-assign, assignment]
+    job = await submit(store, client)
+    make_worker(store, client, deliverer).start()
+
+    [done] = await wait_for_states(store, [job.id], [S.DELIVERED], timeout=5)
+    await asyncio.sleep(0.3)  # what a second, failed attempt would write
+    done = await store.get(job.id)
+    assert not lost and (done.step_attempts, done.last_error) == (0, None)
+    assert [d.job_id for d in deliverer.deliveries] == [job.id]
+    assert done.file_path is not None and not Path(done.file_path).exists()
+
+
+async def test_a_stop_waits_a_bounded_time_for_a_record_that_hangs(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr("bot.worker.LAST_WRITE_SECONDS", 0.3)
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    real = store.transition
+    recording = asyncio.Event()
+
+    async def hangs(job_id: int, to: JobState, **changes: Any) -> Job:
+        if to == S.DELIVERED:
+            recording.set()
+            try:
+                await asyncio.Event().wait()  # a database that never answers,
+            except asyncio.CancelledError:
+                await asyncio.sleep(3)  # and takes its time to give up (a ROLLBACK that waits too)
+                raise
+        return await real(job_id, to, **changes)
+
+    store.transition = hangs  # type: ignore[method-assign, assignment]
+    job = await submit(store, client)
+    worker = make_worker(store, client, RecordingDeliverer())
+    worker.start()
+    await asyncio.wait_for(recording.wait(), 5)
+
+    started = time.monotonic()
+    await worker.stop()
+
+    assert time.monotonic() - started < 2.0
+    assert (await store.get(job.id)).state == S.DOWNLOADED
+    assert "the bot stopped before it was recorded" in caplog.text
+
+
+async def test_a_post_the_database_never_records_is_left_for_the_next_start_and_not_posted_again(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    real = store.transition
+
+    async def never_delivered(job_id: int, to: JobState, **changes: Any) -> Job:
+        if to == S.DELIVERED:
+            raise StoreUnavailable("the database could not be written: database or disk is full")
+        return await real(job_id, to, **changes)
+
+    store.transition = never_delivered  # type: ignore[method-assign, assignment]
+    job = await submit(store, client)
+    make_worker(store, client, deliverer).start()
+
+    async def given_up() -> bool:
+        return "it waits for the next start, which posts it again" in caplog.text
+
+    await wait_until(given_up)
+    await asyncio.sleep(0.3)
+    assert [d.job_id for d in deliverer.deliveries] == [job.id]
+    assert (await store.get(job.id)).state == S.DOWNLOADED
+    assert f"task finish-{job.id} failed" not in caplog.text, "handled, not a task that failed"
 
 
 async def test_a_failed_download_record_is_tried_again_without_a_restart(

@@ -112,7 +112,8 @@ async def test_a_charged_request_whose_outcome_cannot_be_recorded_is_never_told_
         await invoke(stack, cog.video, stack.interaction(cog.video), prompt="a lighthouse")
         assert simulator.spend == 250  # the service charged it
         content = stack.log.only_reply().content or ""
-        assert "Nothing was sent or spent" not in content, f"the requester was told: {content!r}"
+        told = "accepted and charged" if fault == "unusable_id" else "It may have been accepted and charged"
+        assert told in content, f"the requester was told: {content!r}"
 
 
 async def test_a_generate_click_is_written_down_before_it_is_acknowledged(
@@ -152,8 +153,8 @@ async def test_a_create_answered_2xx_not_202_is_not_told_nothing_was_spent(stack
     reply = stack.log.only_reply().content or ""
     # The bot's own record says the create may have been accepted and charged …
     assert job.state == JobState.UNKNOWN
-    # … so the requester must not be told that nothing was spent,
-    assert "Nothing was spent" not in reply, reply
+    # … and the requester is told so, not that nothing was spent,
+    assert "It may have been accepted and charged" in reply, reply
     # and the request must not stay 'owed a final message' (a second, contradicting message follows).
     owed = await stack.store.untold(older_than=float("inf"), max_notice_attempts=5)
     assert job.id not in [j.id for j in owed], "a second final message (maybe charged) will be sent later"
@@ -198,6 +199,7 @@ async def test_a_charged_request_is_never_told_nothing_was_spent(
     assert (job.state, job.charged_yen) == (JobState.PENDING, 250)
     told = [event.content or "" for event in stack.log.replies()]
     assert not any("Nothing was sent or spent" in text for text in told), told
+    assert any(event.embed is not None for event in stack.log.replies()), "the receipt was shown"
 
 
 @pytest.mark.parametrize("prompt", ["\u200b\u200b\u200b", "\u200b \u2060 \ufeff", "\x00\x01\x02", "\u200e"],
@@ -225,3 +227,37 @@ async def test_a_blocked_term_with_a_control_character_inside_is_still_refused(
 
     assert isinstance(error, AdmissionRefused), f"accepted and charged {stack.simulator.spend} yen"
     assert stack.simulator.spend == 0
+
+
+async def test_a_generate_click_that_is_refused_still_takes_the_used_offers_buttons_away(
+    simulator: VideoServiceSimulator, tmp_path: Path
+) -> None:
+    async with open_stack(simulator, SIM_KEY, tmp_path, VIDEO_COOLDOWN_SECONDS="0") as stack:
+        stack.bot.offers = Offers(stack.store)
+        offer = await stack.bot.offers.confirm(NewJob(
+            model="provider/video-model-2.0-fast", prompt="a red fox", seed=None, user_id=REQUESTER_ID,
+            guild_id=GUILD_ID, channel_id=CHANNEL_ID))
+        await stack.bot.requests.rules.store.add_term(GUILD_ID, clean_term("fox"), OTHER_MEMBER_ID)  # meanwhile
+        interaction = stack.interaction()
+        interaction.type = discord.InteractionType.component
+        edits: list[dict[str, Any]] = []
+
+        async def edit_message(**kwargs: Any) -> None:
+            edits.append(kwargs)
+            interaction.response.type = discord.InteractionResponseType.message_update
+
+        interaction.response.edit_message.side_effect = edit_message
+
+        with pytest.raises(AdmissionRefused):
+            await OfferGoButton(offer.id, "Generate").clicked(interaction)
+
+        assert edits == [{"view": None}], "a used offer keeps no buttons to press again"
+        assert simulator.creates_received == 0
+
+
+@pytest.mark.parametrize("prompt", ["\U0001fae8", "caf\u0065\u0301"], ids=["new-emoji", "combining-accent"])
+async def test_a_prompt_that_shows_something_is_not_empty(stack: Stack, cog: VideoCog, prompt: str) -> None:
+    error = await invoke(stack, cog.video, stack.interaction(cog.video), prompt=prompt)
+
+    assert error is None, f"refused: {error!r}"
+    assert stack.simulator.creates_received == 1
