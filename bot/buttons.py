@@ -119,12 +119,16 @@ async def start_request(interaction: Interaction, request: NewJob, role_ids: Col
             await acknowledge()
         else:
             await interaction.response.defer(ephemeral=True, thinking=True)
-        if offer_id is not None:
-            await host.offers.started(offer_id, job.id)
     except Exception:
         # Nothing was sent: end the request now (the sweep tells the requester) rather than leave it in flight.
         await requests.abandon(job, "the request could not be acknowledged")
         raise
+    if offer_id is not None:
+        try:  # bookkeeping only (the click was used once already): it never ends the request
+            await host.offers.started(offer_id, job.id)
+        except StoreUnavailable as exc:
+            log.warning("%s: its offer %d could not be marked started (%s)", job.reference, offer_id, exc,
+                        extra=job_fields(job))
     reply: discord.Message | None = None
 
     async def waiting(job: Job) -> None:

@@ -14,10 +14,16 @@ MIN_SEED = 0
 MAX_SEED = 2**32 - 1
 
 
+#: Code points Unicode says to ignore when shown (Default_Ignorable_Code_Point) that are not control or format
+#: characters: the grapheme joiner, Hangul fillers, Khmer inherent vowels, variation selectors.
+_IGNORABLE = frozenset({0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, *range(0x180B, 0x1810),
+                        *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)})
+
+
 def invisible(char: str) -> bool:
-    """Shows nothing and is not whitespace: a control character (U+0001) or a format one (a zero-width space).
-    The prompt check and the blocklist both read it."""
-    return unicodedata.category(char) in ("Cc", "Cf")
+    """Shows nothing and is not whitespace: a control character (U+0001), a format one (a zero-width space) or
+    another that is ignored when shown (U+034F). The prompt check and the blocklist both read it."""
+    return unicodedata.category(char) in ("Cc", "Cf") or ord(char) in _IGNORABLE
 
 
 def clean_prompt(prompt: str) -> str:

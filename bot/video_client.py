@@ -229,6 +229,15 @@ async def _read_json(response: aiohttp.ClientResponse, where: str) -> object:
         raise ProtocolError(f"the service's {where} response is not JSON") from exc
 
 
+#: A JSON escape left in raw text (a body cut short, or one with no message field): `\u0073`, `\/`.
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|/)")
+
+
+def _unescaped(text: str) -> str:
+    """`text` with JSON's escapes of single characters undone, so an escaped key is found by the redaction."""
+    return _JSON_ESCAPE.sub(lambda match: chr(int(match[1], 16)) if match[1] else "/", text)
+
+
 def _error_text(text: str, complete: bool) -> str:
     """The message of an error body; the spec shows no shape, so the common ones, else the raw text."""
     try:
@@ -479,7 +488,7 @@ class VideoServiceClient:
         except (TimeoutError, aiohttp.ClientError):
             return fallback
         message = _error_text(body.decode("utf-8", errors="replace"), complete) or fallback
-        return self._redact(message)[:_MAX_REASON_CHARS]
+        return self._redact(_unescaped(message))[:_MAX_REASON_CHARS]
 
     def _redact(self, text: str) -> str:
         # Some gateways echo the key in error texts; it must not travel further.

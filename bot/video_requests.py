@@ -481,21 +481,31 @@ class VideoRequests:
     async def close(self) -> None:
         await self._background.cancel_all()
         # A charged job whose record was still being retried: one last try before the database closes, or
-        # start-up would find it `submitting` and report a paid video as possibly charged, never polled.
-        for job, service_job_id, next_poll_at in self._unrecorded.values():
-            price = self.catalogue.price_of(job.model)
-            try:
-                await asyncio.wait_for(
-                    self._store.mark_accepted(job.id, service_job_id, price, next_poll_at, lease=self._lease),
-                    LAST_WRITE_SECONDS,
-                )
-            except (StoreUnavailable, TimeoutError) as exc:
-                log.error("request %s: job %s (charged %d yen) is still not recorded at shutdown (%s)",
-                          job.reference, service_job_id, price, exc, extra=job_fields(job))
-            else:
-                log.info("request %s: job %s recorded at shutdown", job.reference, service_job_id,
-                         extra=job_fields(job))
-        self._unrecorded.clear()
+        # start-up would find it `submitting` and report a paid video as possibly charged, never polled. All
+        # of them together within LAST_WRITE_SECONDS: a database that hangs must not hold the stop.
+        unrecorded, self._unrecorded = list(self._unrecorded.values()), {}
+        writes = {
+            asyncio.ensure_future(self._record_at_close(job, service_job_id, next_poll_at))
+            for job, service_job_id, next_poll_at in unrecorded
+        }
+        if not writes:
+            return
+        _, late = await asyncio.wait(writes, timeout=LAST_WRITE_SECONDS)
+        for write in late:
+            write.cancel()  # let go, not awaited: its end would wait on the database again
+        if late:
+            log.error("%d charged jobs were still not recorded %.0f s into the stop; start-up reports them as "
+                      "possibly charged", len(late), LAST_WRITE_SECONDS)
+
+    async def _record_at_close(self, job: Job, service_job_id: str, next_poll_at: float) -> None:
+        price = self.catalogue.price_of(job.model)
+        try:
+            await self._store.mark_accepted(job.id, service_job_id, price, next_poll_at, lease=self._lease)
+        except StoreUnavailable as exc:
+            log.error("request %s: job %s (charged %d yen) is still not recorded at shutdown (%s)",
+                      job.reference, service_job_id, price, exc, extra=job_fields(job))
+        else:
+            log.info("request %s: job %s recorded at shutdown", job.reference, service_job_id, extra=job_fields(job))
 
     async def told(self, job_id: int) -> None:
         """The requester got this request's final answer through the interaction."""

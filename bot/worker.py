@@ -54,6 +54,12 @@ log = logging.getLogger(__name__)
 S = JobState
 
 
+def _log_failure(task: asyncio.Future[Job]) -> None:
+    """A write let go at a stop: its end is nobody's to await any more, but a failure is still logged."""
+    if not task.cancelled() and (failure := task.exception()) is not None:
+        log.warning("a write let go at the stop failed: %s", failure)
+
+
 def _on_disk(job: Job) -> bool:
     return job.file_path is not None and Path(job.file_path).is_file()
 
@@ -658,6 +664,7 @@ class JobWorker:
                         await asyncio.sleep(self._lease.renew_every if self._lease is not None else 1.0)
                         continue
                     job = await self._finish_step(job)
+                    failures = 0  # the policy counts one outage, not every blip in the job's life
                 except StoreUnavailable as exc:
                     # The step stays where the database has it (a post already made records itself in
                     # _deliver): try it again here, within the policy; nothing else in this process would.
@@ -798,6 +805,7 @@ class JobWorker:
             await finish_despite_cancels(asyncio.wait({recording}, timeout=LAST_WRITE_SECONDS))
             if not recording.done():
                 recording.cancel()
+                recording.add_done_callback(_log_failure)
                 log.error("%s was posted as message %d, but the bot stopped before it was recorded; the next start "
                           "posts it again", job.reference, delivery.message_id, extra=job_fields(job))
             elif not recording.cancelled() and (failure := recording.exception()) is not None:

@@ -322,6 +322,23 @@ async def test_a_key_echoed_across_the_reasons_cut_leaves_no_part_of_it(
     assert shown_key_prefix(error.value.reason) == ""
 
 
+@pytest.mark.parametrize("body", [
+    '{"errors": ["bad key %s"]}',  # no message field: the raw text is the reason
+    '["bad key %s"]',
+    '{"error": {"code": 7, "key": "%s"}}',
+    '{"message": "bad key %s", "padding": "' + "x" * 5000 + '"}',  # cut short: not parsed
+], ids=["no-message-field", "a-list", "no-text", "cut-short"])
+@pytest.mark.parametrize("key", ["\\u0073" + KEY[1:], KEY[:2] + "\\u002d" + KEY[3:]], ids=["s", "dash"])
+async def test_a_json_escaped_key_in_raw_error_text_is_redacted(
+    client: VideoServiceClient, service: FakeService, body: str, key: str
+) -> None:
+    service.on("POST", CREATE, service.reply(400, body=body % key))
+    with pytest.raises(Rejected) as error:
+        await client.create("a fox")
+    fragments = [KEY[i:i + 12] for i in range(len(KEY) - 11)]  # any 12 characters of it, escaped or not
+    assert not [fragment for fragment in fragments if fragment in error.value.reason]
+
+
 async def test_a_huge_rejection_body_gives_a_short_reason(client: VideoServiceClient, service: FakeService) -> None:
     service.on("POST", CREATE, service.reply(400, body="no " * 1_000_000))
     with pytest.raises(Rejected) as error:

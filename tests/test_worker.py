@@ -864,11 +864,16 @@ async def test_a_post_whose_record_committed_but_lost_its_answer_is_recorded_onc
     make_worker(store, client, deliverer).start()
 
     [done] = await wait_for_states(store, [job.id], [S.DELIVERED], timeout=5)
-    await asyncio.sleep(0.3)  # what a second, failed attempt would write
+    assert done.file_path is not None
+    video = Path(done.file_path)
+
+    async def removed() -> bool:  # after the record, found on the retry
+        return not video.exists()
+
+    await wait_until(removed)
     done = await store.get(job.id)
     assert not lost and (done.step_attempts, done.last_error) == (0, None)
     assert [d.job_id for d in deliverer.deliveries] == [job.id]
-    assert done.file_path is not None and not Path(done.file_path).exists()
 
 
 async def test_a_stop_waits_a_bounded_time_for_a_record_that_hangs(
@@ -880,6 +885,7 @@ async def test_a_stop_waits_a_bounded_time_for_a_record_that_hangs(
     client = client_for(sim, http)
     real = store.transition
     recording = asyncio.Event()
+    rolled_back = asyncio.Event()
 
     async def hangs(job_id: int, to: JobState, **changes: Any) -> Job:
         if to == S.DELIVERED:
@@ -887,7 +893,7 @@ async def test_a_stop_waits_a_bounded_time_for_a_record_that_hangs(
             try:
                 await asyncio.Event().wait()  # a database that never answers,
             except asyncio.CancelledError:
-                await asyncio.sleep(3)  # and takes its time to give up (a ROLLBACK that waits too)
+                await rolled_back.wait()  # and takes its time to give up (a ROLLBACK that waits too)
                 raise
         return await real(job_id, to, **changes)
 
@@ -903,6 +909,8 @@ async def test_a_stop_waits_a_bounded_time_for_a_record_that_hangs(
     assert time.monotonic() - started < 2.0
     assert (await store.get(job.id)).state == S.DOWNLOADED
     assert "the bot stopped before it was recorded" in caplog.text
+    rolled_back.set()  # the write let go ends now
+    await asyncio.sleep(0.05)
 
 
 async def test_a_post_the_database_never_records_is_left_for_the_next_start_and_not_posted_again(
@@ -931,6 +939,33 @@ async def test_a_post_the_database_never_records_is_left_for_the_next_start_and_
     assert [d.job_id for d in deliverer.deliveries] == [job.id]
     assert (await store.get(job.id)).state == S.DOWNLOADED
     assert f"task finish-{job.id} failed" not in caplog.text, "handled, not a task that failed"
+
+
+async def test_the_database_policy_counts_one_outage_not_every_blip_in_a_jobs_life(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+) -> None:
+    """One failure allowed per outage: the download's record fails once, then an upload's count fails once; the
+    second is a new outage, so the job goes on instead of waiting for the next start."""
+    sim = await make_simulator(job_seconds=0.2)
+    client = client_for(sim, http)
+    deliverer = RecordingDeliverer()
+    deliverer.fail_next(1, OSError("the connection to Discord was reset"))
+    failing_once(store, S.DOWNLOADED)
+    real_update = store.update
+    update_failures = [StoreUnavailable("the database could not be written: database is locked")]
+
+    async def update(job_id: int, **changes: Any) -> Job:
+        if "step_attempts" in changes and update_failures:
+            raise update_failures.pop()
+        return await real_update(job_id, **changes)
+
+    store.update = update  # type: ignore[method-assign]
+    job = await submit(store, client)
+    one_retry = RetryPolicy(attempts=2, deadline=5.0, base_delay=0.05, max_delay=0.05, jitter=0.0)
+    make_worker(store, client, deliverer, database_retry=one_retry).start()
+
+    await wait_for_states(store, [job.id], [S.DELIVERED], timeout=5)
+    assert not update_failures
 
 
 async def test_a_failed_download_record_is_tried_again_without_a_restart(
