@@ -18,6 +18,21 @@ from bot.video_client import VideoServiceClient
 from tests.postgres_server import PostgresServer, PostgresUnavailable, find_binaries, start_server
 
 
+def fail_once(owner: object, method: str, error: BaseException) -> list[BaseException]:
+    """The next call of `owner.method` raises `error` (a database hiccup), the later ones go through. The list it
+    returns empties once it has."""
+    real = getattr(owner, method)
+    failures = [error]
+
+    async def flaky(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await real(*args, **kwargs)
+
+    setattr(owner, method, flaky)
+    return failures
+
+
 class Clock:
     """A clock the test moves by hand: pass it as `clock=` and set `now`."""
 

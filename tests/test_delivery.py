@@ -7,7 +7,7 @@ import contextlib
 import logging
 import shutil
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -169,10 +169,20 @@ async def test_video_posted_in_the_channel_pinging_only_the_requester(
     assert len(channel_posts(double)) == 1
 
 
-async def test_forbidden_channel_falls_back_to_the_requesters_dm(
-    double: DiscordDouble, delivery: DiscordDelivery, store: JobStore, video: Path
+#: How a channel refuses for good, and the status Discord answers: no access, or AutoMod's block (400, code 200000:
+#: the prompt in the text holds a blocked word), which is as final.
+CHANNEL_REFUSALS = pytest.mark.parametrize(
+    ("refuse", "status"), [(DiscordDouble.forbid_channel, 403), (DiscordDouble.block_by_automod, 400)],
+    ids=["forbidden", "automod"],
+)
+
+
+@CHANNEL_REFUSALS
+async def test_a_channel_that_refuses_falls_back_to_the_requesters_dm(
+    double: DiscordDouble, delivery: DiscordDelivery, store: JobStore, video: Path,
+    refuse: Callable[[DiscordDouble, int], None], status: int,
 ) -> None:
-    double.forbid_channel(CHANNEL_ID)
+    refuse(double, CHANNEL_ID)
     job = await downloaded_job(store, video)
 
     delivered = await delivery.deliver(job, video)
@@ -183,34 +193,7 @@ async def test_forbidden_channel_falls_back_to_the_requesters_dm(
     assert dm["attachments_data"] == [(f"video-{job.id}.mp4", SAMPLE)]
     assert f"<#{CHANNEL_ID}>" in dm["content"]  # says why it came by DM
     assert channel_posts(double) == []
-    assert refused_posts(double, 403) == [f"/channels/{CHANNEL_ID}/messages"]
-
-
-async def test_a_video_automod_blocks_in_the_channel_goes_to_the_requesters_dm(
-    double: DiscordDouble, delivery: DiscordDelivery, store: JobStore, video: Path
-) -> None:
-    """AutoMod's 400 (code 200000, the prompt in the text holds a blocked word) is as final as a 403."""
-    double.block_by_automod(CHANNEL_ID)
-    job = await downloaded_job(store, video)
-
-    delivered = await delivery.deliver(job, video)
-
-    dm = await double.wait_for_dm(REQUESTER_ID, timeout=5)
-    assert delivered.via_dm and delivered.message_id == int(dm["id"])
-    assert channel_posts(double) == []
-    assert refused_posts(double, 400) == [f"/channels/{CHANNEL_ID}/messages"]
-
-
-async def test_news_automod_blocks_in_the_channel_goes_to_the_requesters_dm(
-    double: DiscordDouble, delivery: DiscordDelivery, store: JobStore, video: Path
-) -> None:
-    double.block_by_automod(CHANNEL_ID)
-    job = await downloaded_job(store, video)
-
-    await delivery.announce(job, "failed")
-
-    dm = await double.wait_for_dm(REQUESTER_ID, timeout=5)
-    assert dm["content"] == views.announcement_text(job, "failed", catalogue=BUILT_IN)
+    assert refused_posts(double, status) == [f"/channels/{CHANNEL_ID}/messages"]
 
 
 async def test_channel_and_dm_both_forbidden_is_undeliverable(
@@ -346,10 +329,12 @@ async def test_failed_job_announcement_carries_the_job_id(
     assert told["mentions"] == [REQUESTER_ID] and told["mention_everyone"] is False
 
 
+@CHANNEL_REFUSALS
 async def test_announcement_falls_back_to_dm_when_the_channel_refuses(
-    double: DiscordDouble, delivery: DiscordDelivery, store: JobStore, video: Path
+    double: DiscordDouble, delivery: DiscordDelivery, store: JobStore, video: Path,
+    refuse: Callable[[DiscordDouble, int], None], status: int,
 ) -> None:
-    double.forbid_channel(CHANNEL_ID)
+    refuse(double, CHANNEL_ID)
     job = await downloaded_job(store, video)
 
     await delivery.announce(job, "slow")
@@ -357,6 +342,7 @@ async def test_announcement_falls_back_to_dm_when_the_channel_refuses(
     dm = await double.wait_for_dm(REQUESTER_ID, timeout=5)
     assert dm["content"] == views.announcement_text(job, "slow", catalogue=BUILT_IN)
     assert channel_posts(double) == []
+    assert refused_posts(double, status) == [f"/channels/{CHANNEL_ID}/messages"]
 
 
 async def test_show_progress_edits_the_original_reply(

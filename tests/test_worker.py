@@ -21,7 +21,7 @@ from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH, JOBS_PREFIX
 from bot.store import Job, JobState, JobStore, StoreUnavailable
 from bot.worker import Deliverer, JobWorker, Undeliverable, WorkerConfig
-from tests.conftest import SIM_KEY, SimulatorFactory
+from tests.conftest import SIM_KEY, SimulatorFactory, fail_once
 from tests.worker_helpers import (
     MODEL,
     PRICE_YEN,
@@ -797,18 +797,20 @@ def failing_once(store: JobStore, target: JobState) -> list[StoreUnavailable]:
     return failures
 
 
-async def test_a_failed_record_of_a_post_is_written_again_and_the_video_is_posted_once(
-    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
+@pytest.mark.parametrize("failing", [S.DOWNLOADED, S.DELIVERED], ids=["download", "post"])
+async def test_a_failed_record_is_written_again_without_a_restart_and_the_video_is_posted_once(
+    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory,
+    failing: JobState,
 ) -> None:
     sim = await make_simulator(job_seconds=0.2)
     client = client_for(sim, http)
     deliverer = RecordingDeliverer()
-    failures = failing_once(store, S.DELIVERED)
+    failures = failing_once(store, failing)
     job = await submit(store, client)
     make_worker(store, client, deliverer).start()
 
     await wait_for_states(store, [job.id], [S.DELIVERED], timeout=5)
-    assert not failures, "the record of the post failed once"
+    assert not failures, "the record failed once"
     assert [d.job_id for d in deliverer.deliveries] == [job.id]
     assert (await store.get(job.id)).delivered_message_id is not None
 
@@ -968,36 +970,13 @@ async def test_the_database_policy_counts_one_outage_not_every_blip_in_a_jobs_li
     assert not update_failures
 
 
-async def test_a_failed_download_record_is_tried_again_without_a_restart(
-    make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
-) -> None:
-    sim = await make_simulator(job_seconds=0.2)
-    client = client_for(sim, http)
-    deliverer = RecordingDeliverer()
-    failures = failing_once(store, S.DOWNLOADED)
-    job = await submit(store, client)
-    make_worker(store, client, deliverer).start()
-
-    await wait_for_states(store, [job.id], [S.DELIVERED], timeout=5)
-    assert not failures
-    assert [d.job_id for d in deliverer.deliveries] == [job.id]
-
-
 async def test_a_database_hiccup_while_the_worker_resumes_does_not_stop_it(
     make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
 ) -> None:
     sim = await make_simulator(job_seconds=0.2)
     client = client_for(sim, http)
     job = await submit(store, client)
-    real = store.jobs_in_states
-    failures = [StoreUnavailable("the database could not be read: database is locked")]
-
-    async def jobs_in_states(*args: Any, **kwargs: Any) -> list[Job]:
-        if failures:
-            raise failures.pop()
-        return await real(*args, **kwargs)
-
-    store.jobs_in_states = jobs_in_states  # type: ignore[method-assign]
+    failures = fail_once(store, "jobs_in_states", StoreUnavailable("the database could not be read: it is locked"))
     worker = make_worker(store, client, RecordingDeliverer())
     worker.start()
 

@@ -24,7 +24,7 @@ from tests.cogs.helpers import (
     invoke,
     open_stack,
 )
-from tests.conftest import SIM_KEY
+from tests.conftest import SIM_KEY, fail_once
 
 CREATE = "service POST /gateway/videos/create"
 KEY_INFO = "service GET /key/info"
@@ -433,17 +433,9 @@ async def test_a_database_that_cannot_record_refuses_before_anything_is_sent(
 
 
 async def test_a_database_failing_after_the_202_tells_the_charge_and_records_it_later(
-    stack: Stack, cog: VideoCog, monkeypatch: pytest.MonkeyPatch
+    stack: Stack, cog: VideoCog
 ) -> None:
-    real = stack.store.mark_accepted
-    failures = [StoreUnavailable("database is locked")]
-
-    async def flaky(*args: Any, **kwargs: Any) -> Job:
-        if failures:
-            raise failures.pop()
-        return await real(*args, **kwargs)
-
-    monkeypatch.setattr(stack.store, "mark_accepted", flaky)
+    fail_once(stack.store, "mark_accepted", StoreUnavailable("database is locked"))
     error = await invoke(stack, cog.video, stack.interaction(cog.video), prompt="a lighthouse")
 
     assert isinstance(error, SubmissionFailed) and error.kind == "charged_unrecorded"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import unicodedata
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,35 @@ from bot.simulator import VideoServiceSimulator
 from bot.store import AdmissionRefused, Job, JobState, JobStore, NewJob, StoreUnavailable
 from bot.validation import invisible
 from tests.cogs.helpers import CHANNEL_ID, GUILD_ID, OTHER_MEMBER_ID, REQUESTER_ID, Stack, invoke, open_stack
-from tests.conftest import SIM_KEY
+from tests.conftest import SIM_KEY, fail_once
 
 
 @pytest.fixture
 def cog(stack: Stack) -> VideoCog:
     return VideoCog(stack.bot)
+
+
+async def offered(stack: Stack, prompt: str) -> int:
+    """A /video confirmation's offer of Generate, for the requester; its id."""
+    stack.bot.offers = Offers(stack.store)
+    offer = await stack.bot.offers.confirm(NewJob(
+        model="provider/video-model-2.0-fast", prompt=prompt, seed=None, user_id=REQUESTER_ID, guild_id=GUILD_ID,
+        channel_id=CHANNEL_ID))
+    return offer.id
+
+
+def button_click(stack: Stack, on_ack: Callable[[dict[str, Any]], Awaitable[None]] | None = None) -> Any:
+    """A click on a message's button: its acknowledgement (`edit_message`) calls `on_ack` with what it changed."""
+    interaction = stack.interaction()
+    interaction.type = discord.InteractionType.component
+
+    async def edit_message(**kwargs: Any) -> None:
+        if on_ack is not None:
+            await on_ack(kwargs)
+        interaction.response.type = discord.InteractionResponseType.message_update
+
+    interaction.response.edit_message.side_effect = edit_message
+    return interaction
 
 
 async def test_a_write_ahead_that_fails_once_does_not_leave_the_request_in_flight(
@@ -67,15 +91,7 @@ async def test_a_stop_while_an_accepted_job_waits_to_be_recorded_does_not_lose_i
     closes; otherwise the next start would take the paid job for one that may have been charged, never polled."""
     async with open_stack(simulator, SIM_KEY, tmp_path) as stack:
         cog = VideoCog(stack.bot)
-        real = stack.store.mark_accepted
-        failures = [StoreUnavailable("database is locked")]
-
-        async def flaky(*args: Any, **kwargs: Any) -> Job:
-            if failures:
-                raise failures.pop()
-            return await real(*args, **kwargs)
-
-        stack.store.mark_accepted = flaky  # type: ignore[method-assign]
+        fail_once(stack.store, "mark_accepted", StoreUnavailable("database is locked"))
         error = await invoke(stack, cog.video, stack.interaction(cog.video), prompt="a lighthouse")
         assert isinstance(error, SubmissionFailed) and error.kind == "charged_unrecorded"
         [remote_id] = simulator.accepted_job_ids
@@ -124,20 +140,13 @@ async def test_a_generate_click_is_written_down_before_it_is_acknowledged(
     """Like /video, Generate writes the request before it acknowledges the click: a kill right after the
     acknowledgement leaves a row that start-up ends and tells, not a used offer nobody answers."""
     async with open_stack(simulator, SIM_KEY, tmp_path, VIDEO_COOLDOWN_SECONDS="0") as stack:
-        stack.bot.offers = Offers(stack.store)
-        offer = await stack.bot.offers.confirm(NewJob(
-            model="provider/video-model-2.0-fast", prompt="a lantern", seed=None, user_id=REQUESTER_ID,
-            guild_id=GUILD_ID, channel_id=CHANNEL_ID))
-        interaction = stack.interaction()
-        interaction.type = discord.InteractionType.component
+        offer_id = await offered(stack, "a lantern")
         rows_at_ack: list[int] = []
 
-        async def edit_message(**kwargs: Any) -> None:
+        async def count_rows(changes: dict[str, Any]) -> None:
             rows_at_ack.append(len(await stack.store.jobs_in_states(JobState)))
-            interaction.response.type = discord.InteractionResponseType.message_update
 
-        interaction.response.edit_message.side_effect = edit_message
-        await OfferGoButton(offer.id, "Generate").clicked(interaction)
+        await OfferGoButton(offer_id, "Generate").clicked(button_click(stack, count_rows))
         assert simulator.creates_received == 1
         assert rows_at_ack == [1], "a kill right after the acknowledgement finds no request to tell"
 
@@ -237,23 +246,15 @@ async def test_a_generate_click_that_is_refused_still_takes_the_used_offers_butt
     simulator: VideoServiceSimulator, tmp_path: Path
 ) -> None:
     async with open_stack(simulator, SIM_KEY, tmp_path, VIDEO_COOLDOWN_SECONDS="0") as stack:
-        stack.bot.offers = Offers(stack.store)
-        offer = await stack.bot.offers.confirm(NewJob(
-            model="provider/video-model-2.0-fast", prompt="a red fox", seed=None, user_id=REQUESTER_ID,
-            guild_id=GUILD_ID, channel_id=CHANNEL_ID))
+        offer_id = await offered(stack, "a red fox")
         await stack.bot.requests.rules.store.add_term(GUILD_ID, clean_term("fox"), OTHER_MEMBER_ID)  # meanwhile
-        interaction = stack.interaction()
-        interaction.type = discord.InteractionType.component
         edits: list[dict[str, Any]] = []
 
-        async def edit_message(**kwargs: Any) -> None:
-            edits.append(kwargs)
-            interaction.response.type = discord.InteractionResponseType.message_update
-
-        interaction.response.edit_message.side_effect = edit_message
+        async def record(changes: dict[str, Any]) -> None:
+            edits.append(changes)
 
         with pytest.raises(AdmissionRefused):
-            await OfferGoButton(offer.id, "Generate").clicked(interaction)
+            await OfferGoButton(offer_id, "Generate").clicked(button_click(stack, record))
 
         assert edits == [{"view": None}], "a used offer keeps no buttons to press again"
         assert simulator.creates_received == 0
@@ -276,23 +277,13 @@ async def test_a_generate_click_whose_offer_cannot_be_marked_started_still_sends
     simulator: VideoServiceSimulator, tmp_path: Path
 ) -> None:
     async with open_stack(simulator, SIM_KEY, tmp_path, VIDEO_COOLDOWN_SECONDS="0") as stack:
-        stack.bot.offers = Offers(stack.store)
-        offer = await stack.bot.offers.confirm(NewJob(
-            model="provider/video-model-2.0-fast", prompt="a lantern", seed=None, user_id=REQUESTER_ID,
-            guild_id=GUILD_ID, channel_id=CHANNEL_ID))
+        offer_id = await offered(stack, "a lantern")
 
         async def locked(offer_id: int, job_id: int) -> None:
             raise StoreUnavailable("database is locked")
 
         stack.bot.offers.started = locked  # type: ignore[method-assign]
-        interaction = stack.interaction()
-        interaction.type = discord.InteractionType.component
-
-        async def edit_message(**kwargs: Any) -> None:
-            interaction.response.type = discord.InteractionResponseType.message_update
-
-        interaction.response.edit_message.side_effect = edit_message
-        await OfferGoButton(offer.id, "Generate").clicked(interaction)
+        await OfferGoButton(offer_id, "Generate").clicked(button_click(stack))
 
         assert simulator.creates_received == 1
         [job] = await stack.store.jobs_in_states(JobState)
