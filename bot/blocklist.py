@@ -18,8 +18,8 @@ MAX_TERMS = 500
 
 
 def normalize(text: str) -> str:
-    """NFKC, case-folded, without invisible format and control characters (zero-width spaces, U+0001; a post
-    shows the text without them), whitespace runs as one space."""
+    """NFKC, case-folded, without the characters that show nothing (`validation.invisible`: zero-width spaces,
+    U+0001, U+034F), whitespace runs as one space."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     visible = "".join(char for char in folded if char.isspace() or not invisible(char))
     return " ".join(visible.split())
