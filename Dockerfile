@@ -38,7 +38,7 @@ VOLUME ["/app/data"]
 
 # Healthy while the bot is connected to Discord and its worker runs: both keep the heartbeat fresh.
 HEALTHCHECK --interval=60s --timeout=10s --start-period=90s --retries=3 \
-    CMD ["python", "-m", "bot.health", "/app/data/heartbeat", "120"]
+    CMD ["python", "-m", "bot.ops.health", "/app/data/heartbeat", "120"]
 
 # Secrets come from the environment at run time (compose.yaml passes .env); none are baked in.
 CMD ["python", "-m", "bot"]

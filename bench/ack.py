@@ -123,7 +123,7 @@ def _free_port() -> int:
 
 
 def loop_stalls(metrics: str) -> dict[str, Any]:
-    """The bot's own event-loop monitor (bot.metrics): how many of its wake-ups came how late."""
+    """The bot's own event-loop monitor (bot.ops.metrics): how many of its wake-ups came how late."""
     buckets: dict[float, int] = {}
     for match in re.finditer(r'^videobot_event_loop_stall_seconds_bucket\{le="([^"]+)"\} (\S+)$', metrics, re.M):
         buckets[float(match.group(1))] = int(float(match.group(2)))
@@ -275,7 +275,7 @@ class Bench:
 
 
 def _price() -> int:
-    from bot.models import BUILT_IN
+    from bot.service.catalogue import BUILT_IN
 
     return BUILT_IN.price_of(BUILT_IN.default_id)
 

@@ -12,10 +12,10 @@ import asyncio
 import time
 from pathlib import Path
 
-from bot.errors import VideoServiceError
-from bot.store import Job, JobState, JobStore
-from bot.video_client import VideoServiceClient
-from bot.worker import Deliverer
+from bot.core.errors import VideoServiceError
+from bot.jobs.worker import Deliverer
+from bot.service.client import VideoServiceClient
+from bot.store.jobs import Job, JobState, JobStore
 
 S = JobState
 ACTIVE = (S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)

@@ -461,7 +461,7 @@ def _method(runs: Sequence[Mapping[str, Any]], k: float) -> list[str]:
         "`JobStore` on a temporary SQLite file, `VideoServiceClient` and `VideoRequests`, built by "
         "`bot.app.open_services`, with a recording sink in place of Discord). CPU and memory are the bot's "
         "process alone; it loads discord.py and every bot module, so its memory starts where the bot's does.",
-        "- The PostgreSQL runs: one server for the suite (the tests' harness, `tests/postgres_server.py`, with "
+        "- The PostgreSQL runs: one server for the suite (the tests' harness, `tests/store/postgres_server.py`, with "
         "PostgreSQL's default durability: every commit flushed, as SQLite's `synchronous=FULL`), a fresh database "
         "per run, the same jobs. With two bot processes each submits every other request (at the moment the "
         "one-process run would) and works on the jobs it holds the leases of; both pace at their share of the "

@@ -38,20 +38,20 @@ from bench.sim_server import API_KEY
 from bench.sink import RecordingSink
 from bench.timescale import HTTP_TIMEOUT_S, POLL_INTERVAL_S, TimeScale, bot_burst, setting_default
 from bot.app import build_client, open_services, worker_config
-from bot.database import StoreUnavailable
-from bot.errors import BotError, SubmissionFailed
-from bot.heap import CollectionPolicy, FullCollections, freeze_start_up
-from bot.models import DEFAULT_MODEL
-from bot.pacing import Pacer, service_pacer
-from bot.retry import CREATE_RETRY, READ_RETRY
-from bot.settings import Settings, read_settings
-from bot.store import IN_FLIGHT_STATES, JobState, JobStore, NewJob
-from bot.video_client import VideoServiceClient
-from bot.video_requests import VideoRequests
-from bot.worker import WorkerConfig
+from bot.config.settings import Settings, read_settings
+from bot.core.errors import BotError, SubmissionFailed
+from bot.core.retry import CREATE_RETRY, READ_RETRY
+from bot.jobs.intake import VideoRequests
+from bot.jobs.worker import WorkerConfig
+from bot.ops.heap import CollectionPolicy, FullCollections, freeze_start_up
+from bot.service.catalogue import DEFAULT_MODEL
+from bot.service.client import VideoServiceClient
+from bot.service.pacing import Pacer, service_pacer
+from bot.store.jobs import IN_FLIGHT_STATES, JobState, JobStore, NewJob
+from bot.store.sqlite import StoreUnavailable
 
 # The bot's process holds discord.py and every bot module; load them so memory starts where the bot's does.
-importlib.import_module("bot.video_bot")
+importlib.import_module("bot.frontend.bot")
 
 
 #: Run seconds between two submissions of a run whose requests all arrive at once.

@@ -35,7 +35,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from bot.models import BUILT_IN
+from bot.service.catalogue import BUILT_IN
 from bot.simulator.app import (
     CREATE_PATH,
     JOBS_PREFIX,

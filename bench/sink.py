@@ -7,9 +7,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bot.notices import Notice
-from bot.store import Job
-from bot.worker import Delivery
+from bot.core.notices import Notice
+from bot.jobs.worker import Delivery
+from bot.store.jobs import Job
 
 #: Announcements after which a job needs nothing more.
 FINAL_EVENTS = frozenset({"failed", "stalled", "undeliverable"})

@@ -2,7 +2,7 @@
 
 Each run starts two processes: the simulator (bench.sim_server) and the bot's side (bench.run_one),
 so peak memory and CPU time are per run and the bot's alone. The PostgreSQL runs share one server,
-started here with the tests' harness (tests/postgres_server.py), with a fresh database per run; a run
+started here with the tests' harness (tests/store/postgres_server.py), with a fresh database per run; a run
 of two processes starts two bots on it, and their figures are combined (bench.report.combine).
 """
 
@@ -30,7 +30,7 @@ from bench import memory
 from bench.report import add_comparisons, add_targets, combine, machine, render_markdown, summarise
 from bench.scenarios import Scenario, standard
 from bench.timescale import TimeScale
-from tests.postgres_server import PostgresServer, start_server
+from tests.store.postgres_server import PostgresServer, start_server
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"

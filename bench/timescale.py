@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from bot.heap import CollectionPolicy
-from bot.pacing import SERVICE_BURST
-from bot.retry import RetryPolicy
-from bot.settings import Settings
-from bot.worker import WorkerConfig
+from bot.config.settings import Settings
+from bot.core.retry import RetryPolicy
+from bot.jobs.worker import WorkerConfig
+from bot.ops.heap import CollectionPolicy
+from bot.service.pacing import SERVICE_BURST
 
 #: Production-equivalent constants of the scenarios.
 POLL_INTERVAL_S = 20.0

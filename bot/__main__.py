@@ -27,22 +27,22 @@ import aiohttp
 import discord
 import discord.http
 
-from bot.app import build_client, catalogue_of, open_store
-from bot.database_url import password_of
-from bot.errors import ProtocolError, RateLimited, Rejected, ServerError, VideoServiceError
-from bot.i18n import EN, yen
-from bot.instance_lock import AlreadyRunning, single_process
-from bot.leases import ShardsTaken
-from bot.logs import setup_logging
-from bot.migrate_db import MigrateRefused, migrate_database
-from bot.models import Catalogue, CatalogueError
-from bot.retry import NO_RETRY, RetryPolicy
-from bot.settings import Settings, SettingsError, load_settings
-from bot.store import SCHEMA_VERSION, DatabaseTooNew, StoreUnavailable
-from bot.tasks import cancel_and_wait
-from bot.video_bot import VideoBot
-from bot.video_client import mask_key
-from bot.video_requests import PAUSE_KEY
+from bot.app import build_client, catalogue_of, create_bot, open_store
+from bot.config.database_url import password_of
+from bot.config.settings import Settings, SettingsError, load_settings
+from bot.core.errors import ProtocolError, RateLimited, Rejected, ServerError, VideoServiceError
+from bot.core.retry import NO_RETRY, RetryPolicy
+from bot.core.tasks import cancel_and_wait
+from bot.frontend.bot import VideoBot
+from bot.frontend.i18n import EN, yen
+from bot.jobs.intake import PAUSE_KEY
+from bot.ops.logs import setup_logging
+from bot.service.catalogue import Catalogue, CatalogueError
+from bot.service.client import mask_key
+from bot.store.copy_to_postgres import MigrateRefused, migrate_database
+from bot.store.instance_lock import AlreadyRunning, single_process
+from bot.store.jobs import SCHEMA_VERSION, DatabaseTooNew, StoreUnavailable
+from bot.store.leases import ShardsTaken
 
 log = logging.getLogger("bot")
 
@@ -180,7 +180,7 @@ async def _run(settings: Settings) -> int:
             if not finished or stopping.is_set():
                 break
             # commands.Bot cannot start again after close(): a fresh one for every attempt.
-            bot = VideoBot(settings, catalogue=catalogue)
+            bot = create_bot(settings, catalogue)
             bots[:] = [bot]
             async with bot:
                 await bot.start(settings.discord_token)
@@ -216,7 +216,7 @@ async def sync(settings: Settings) -> int:
 
 async def _sync(settings: Settings) -> int:
     await open_database(settings)
-    bot = VideoBot(settings, force_sync=True, catalogue=catalogue_of(settings))
+    bot = create_bot(settings, catalogue_of(settings), force_sync=True)
     async with bot:
         try:
             await bot.login(settings.discord_token)  # setup_hook runs here and syncs
@@ -297,7 +297,7 @@ def _schema_result(name: str, found: int, where: str) -> CheckResult:
 
 async def check_postgres(url: str, shown: str) -> CheckResult:
     """Connect and read the schema version: never migrates (other processes may be running on it)."""
-    from bot.postgres import PostgresDatabase  # asyncpg is loaded only for a PostgreSQL database
+    from bot.store.postgres import PostgresDatabase  # asyncpg is loaded only for a PostgreSQL database
 
     name = "database"
     try:

@@ -1,35 +1,44 @@
-"""The composition root: the one place that builds the bot's parts from its settings.
+"""The composition root: the one place that builds the bot's parts from its settings, and closes them.
 
-settings → model catalogue → HTTP session → service client → job store → worker → request handling (→ the optional
-metrics endpoint, fed by the client's observer and a timing wrapper around the deliverer). The entry point
-(through `VideoBot.setup_hook`), the `check` command, the tests and the benchmark all build the parts
-here; what they swap (clock, retry policies, pacing, the deliverer, a traced session) is a parameter.
+settings → model catalogue → HTTP session → service client → job store → worker → request handling → offers →
+chores (→ the optional metrics endpoint, fed by the client's observer and a timing wrapper around the deliverer);
+then, for a process on Discord, the bot itself (`create_bot`), whose set-up opens those parts with its own lease
+and delivery (`open_bot_services`). The entry point, the `check` command, the tests, the benchmark and the demo
+all build the parts here; what they swap (clock, retry policies, pacing, the deliverer, a traced session) is a
+parameter. `Services.close` is the one shutdown order.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 import aiohttp
 
-from bot.durations import DurationModel
-from bot.housekeeping import Chores, GuildLocale, Housekeeping, LinePoster
-from bot.leases import Lease
-from bot.metrics import Metrics, MetricsEndpoint, TimedDeliverer
-from bot.models import Catalogue, load_catalogue
-from bot.pacing import Pacer, service_pacer
-from bot.progress import ProgressRefresher
-from bot.server_settings import ServerRules, defaults_from
-from bot.server_store import ServerStore
-from bot.settings import Settings
-from bot.store import Job, JobStore
-from bot.video_client import ClientObserver, VideoServiceClient
-from bot.video_requests import STOP_GRACE_SECONDS, VideoRequests
-from bot.worker import Deliverer, JobWorker, WorkerConfig
+from bot.community.server_rules import ServerRules, defaults_from
+from bot.config.settings import Settings
+from bot.frontend.bot import VideoBot
+from bot.frontend.delivery import DiscordDelivery
+from bot.frontend.settings_embeds import event_line
+from bot.jobs.chores import Chores, GuildLocale, Housekeeping, LinePoster
+from bot.jobs.durations import DurationModel
+from bot.jobs.intake import STOP_GRACE_SECONDS, VideoRequests
+from bot.jobs.offers import Offers
+from bot.jobs.progress import ProgressRefresher
+from bot.jobs.worker import Deliverer, JobWorker, WorkerConfig
+from bot.ops.metrics import Metrics, MetricsEndpoint, TimedDeliverer
+from bot.service.catalogue import Catalogue, load_catalogue
+from bot.service.client import ClientObserver, VideoServiceClient
+from bot.service.pacing import Pacer, service_pacer
+from bot.store.jobs import Job, JobStore
+from bot.store.leases import Lease, take_shards
+from bot.store.servers import ServerStore
+
+log = logging.getLogger(__name__)
 
 
 def catalogue_of(settings: Settings) -> Catalogue:
@@ -92,6 +101,7 @@ class Services:
     rules: ServerRules
     catalogue: Catalogue
     housekeeping: Housekeeping
+    offers: Offers
     owns_session: bool = True
     metrics: MetricsEndpoint | None = None
     lease: Lease | None = None  # this process's identity among those sharing the database
@@ -101,12 +111,20 @@ class Services:
         """The learned job durations (estimated ready times read them)."""
         return self.worker.durations
 
-    async def close(self) -> None:
-        if self.metrics is not None:
-            await self.metrics.close()
+    async def close(self, disconnect: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Stop the chores and the worker, then the offers and the requests; `disconnect` (Discord's gateway) goes
+        once requests not yet sent were told so and those on their way got their answers; the metrics, the
+        leases, the HTTP session and the database last."""
         await self.housekeeping.stop()
         await self.worker.stop()
+        await self.offers.close()
+        # While Discord is still there: requests not yet sent are told they were not, those on their way
+        # get their answers recorded and told.
         await self.requests.stop_sending(STOP_GRACE_SECONDS)
+        if disconnect is not None:
+            await disconnect()
+        if self.metrics is not None:
+            await self.metrics.close()
         await self.requests.close()
         # Nothing of this process works on a job any more: a live process takes them at once.
         await self.worker.release_leases()
@@ -179,10 +197,12 @@ async def open_services(
             clock=clock, estimate_ready=durations.expected_ready_at, lease=lease,
         )
         chores_runner = Housekeeping(
-            store, rules, service, settings, post_line or _no_log_channel, guild_locale=guild_locale, chores=chores,
+            store, rules, service, settings, post_line or _no_log_channel, event_text=event_line,
+            guild_locale=guild_locale, chores=chores,
             progress=ProgressRefresher(store, deliverer, durations.expected_ready_at, clock=clock, owner=lease.owner),
             clock=clock, leads=partial(store.leads_chores, lease),
         )
+        offers = Offers(store, lifetime=settings.offer_seconds)
         if metrics is not None and settings.metrics_port is not None:
             endpoint = MetricsEndpoint(metrics, store)
             await endpoint.start(settings.metrics_host, settings.metrics_port)
@@ -192,10 +212,44 @@ async def open_services(
         await store.close()
         raise
     return Services(
-        settings, http, store, service, job_worker, requests, rules, catalogue, chores_runner, owns_session, endpoint,
-        lease,
+        settings, http, store, service, job_worker, requests, rules, catalogue, chores_runner, offers, owns_session,
+        endpoint, lease,
     )
 
 
 async def _no_log_channel(channel_id: int, text: str) -> None:
     """Without Discord (the `check` command, the benchmark) there is no channel to post to."""
+
+
+# -- a process on Discord ---------------------------------------------------------------------------------
+
+
+def create_bot(settings: Settings, catalogue: Catalogue, *, force_sync: bool = False) -> VideoBot:
+    """The bot of these settings: on login, its set-up opens the services (`open_bot_services`)."""
+    return VideoBot(settings, catalogue, force_sync=force_sync,
+                    open_services=lambda bot: open_bot_services(bot, settings))
+
+
+async def open_bot_services(bot: VideoBot, settings: Settings) -> Services:
+    """The services of a logged-in bot, ready before any command can run."""
+    # A sync only logs in: it runs no shard.
+    lease = Lease.for_this_process(settings.lease_seconds, None if bot.force_sync else bot.shard_plan.token)
+    services = await open_services(
+        settings, DiscordDelivery(bot, bot.catalogue), catalogue=bot.catalogue, post_line=bot.post_line,
+        guild_locale=bot.guild_locale, lease=lease,
+    )
+    try:
+        # On a database other processes share, before anything runs: shards a live one runs are refused (a
+        # SQLite file serves one process, bot/store/instance_lock.py).
+        if services.store.shared and lease.shards is not None:
+            await take_shards(services.store, lease, bot.shard_plan)
+        # Before any command can run, so only rows the last run left half-done are `received` or
+        # `submitting` now. Their requesters are told once the worker runs (it sweeps for them).
+        # On SQLite (this process alone) every lease at once; on PostgreSQL only free or expired ones.
+        for job in await services.store.recover_after_restart(lease):
+            log.warning("request %s was cut off by the last stop: %s, not resent", job.reference, job.state)
+        services.worker.start_leases()  # commands may run before every shard is ready and the worker starts
+    except BaseException:
+        await services.close()
+        raise
+    return services

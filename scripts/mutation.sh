@@ -3,7 +3,7 @@
 # in pyproject.toml, runs the fast test subset named there against each, and this script prints the score:
 # the share of mutants that some test caught. Slow (minutes to hours), so not part of .ci/run.
 #   scripts/mutation.sh                                  every mutant of every listed module
-#   scripts/mutation.sh 'bot.retry.*' 'bot.lifecycle.*'  only the mutants whose names match (fnmatch)
+#   scripts/mutation.sh 'bot.core.retry.*' 'bot.core.lifecycle.*'  only the mutants whose names match (fnmatch)
 # Needs the dev install (mutmut comes with it). MUTATION_JOBS sets the parallel test runs (default 2).
 # Work files go to mutants/ (git-ignored); results are kept there between runs, so a second run only
 # tests what changed. `.venv/bin/mutmut show NAME` prints one mutant's diff, `.venv/bin/mutmut browse`

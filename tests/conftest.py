@@ -10,12 +10,12 @@ import asyncpg
 import pytest
 
 from bot.app import build_client
-from bot.retry import RetryPolicy
-from bot.settings import read_settings
+from bot.config.settings import read_settings
+from bot.core.retry import RetryPolicy
+from bot.service.client import VideoServiceClient
 from bot.simulator import SimulatorConfig, VideoServiceSimulator
-from bot.store import JobStore
-from bot.video_client import VideoServiceClient
-from tests.postgres_server import PostgresServer, PostgresUnavailable, find_binaries, start_server
+from bot.store.jobs import JobStore
+from tests.store.postgres_server import PostgresServer, PostgresUnavailable, find_binaries, start_server
 
 
 def fail_once(owner: object, method: str, error: BaseException) -> list[BaseException]:
@@ -91,7 +91,8 @@ def sim_client(
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    """One PostgreSQL server for the whole session (tests/postgres_server.py): missing binaries fail, never skip."""
+    """One PostgreSQL server for the whole session (tests/store/postgres_server.py): missing binaries fail,
+    never skip."""
     server = start_server()
     try:
         yield server

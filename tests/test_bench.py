@@ -16,9 +16,9 @@ from bench.report import add_targets, combine, grid_detect_p50, percentile, rend
 from bench.run_one import StallMonitor
 from bench.sim_server import CompressedPlatform
 from bench.timescale import TimeScale
-from bot.heap import CollectionPolicy
+from bot.jobs.worker import WorkerConfig
+from bot.ops.heap import CollectionPolicy
 from bot.simulator import VideoServiceSimulator
-from bot.worker import WorkerConfig
 
 REQUIRED = {
     "name", "jobs", "interval_s", "status_per_job", "floor_per_job", "creates_per_job", "downloads_per_job",

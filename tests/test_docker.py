@@ -191,7 +191,7 @@ def test_the_healthcheck_reads_the_heartbeat_the_bot_writes(
 ) -> None:
     heartbeat = (image_env(dockerfile) | dot_env | compose_environment(service))["HEARTBEAT_PATH"]
     _, _, command = one(dockerfile, "HEALTHCHECK").args.partition("CMD ")
-    assert json.loads(command)[:4] == ["python", "-m", "bot.health", heartbeat]
+    assert json.loads(command)[:4] == ["python", "-m", "bot.ops.health", heartbeat]
     # compose keeps the image's health check (it may not switch it off or point it elsewhere).
     if "healthcheck" in service:
         assert not service["healthcheck"].get("disable")

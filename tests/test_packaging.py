@@ -35,7 +35,7 @@ def run_installed(installed: Path, *args: str, cwd: Path) -> subprocess.Complete
 
 def test_the_install_ships_the_code_and_the_sample_video(installed: Path) -> None:
     assert (installed / "bot" / "__main__.py").exists()
-    assert (installed / "bot" / "cogs" / "video.py").exists()
+    assert (installed / "bot" / "frontend" / "cogs" / "video.py").exists()
     assert not (installed / "cogs").exists(), "no generic top-level `cogs` package to collide with"
     sample = installed / "bot" / "simulator" / "assets" / "sample.mp4"
     assert sample.stat().st_size > 10_000
@@ -49,12 +49,12 @@ def test_the_installed_entry_point_runs(installed: Path, tmp_path: Path) -> None
 
 def test_the_healthcheck_follows_the_heartbeat(installed: Path, tmp_path: Path) -> None:
     beat = tmp_path / "heartbeat"
-    assert run_installed(installed, "-m", "bot.health", str(beat), cwd=tmp_path).returncode == 1
+    assert run_installed(installed, "-m", "bot.ops.health", str(beat), cwd=tmp_path).returncode == 1
     beat.write_text("1\n")
-    assert run_installed(installed, "-m", "bot.health", str(beat), "120", cwd=tmp_path).returncode == 0
+    assert run_installed(installed, "-m", "bot.ops.health", str(beat), "120", cwd=tmp_path).returncode == 0
     stale = time.time() - 600
     os.utime(beat, (stale, stale))
-    result = run_installed(installed, "-m", "bot.health", str(beat), "120", cwd=tmp_path)
+    result = run_installed(installed, "-m", "bot.ops.health", str(beat), "120", cwd=tmp_path)
     assert result.returncode == 1 and "unhealthy" in result.stderr
 
 

@@ -25,8 +25,8 @@ from typing import IO, TypeVar
 import bot
 from bot.demo.discord_double import DiscordDouble, InteractionRecord, RecordedRequest, bot_process_env
 from bot.demo.narration import Narrator
-from bot.i18n import EN, yen
-from bot.logs import setup_logging
+from bot.frontend.i18n import EN, yen
+from bot.ops.logs import setup_logging
 from bot.simulator import SimulatorConfig, VideoServiceSimulator
 
 _T = TypeVar("_T")

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from bot.simulator import MODEL_ID, SimModel
-from bot.store import JobState, JobStore
+from bot.store.jobs import JobState, JobStore
 from tests.conftest import SimulatorFactory as ServiceFactory
 from tests.discord_double import DiscordDouble
 from tests.e2e.harness import BotProcess
 from tests.e2e.test_video_flow import embed_text, original, wait_until
-from tests.test_command_schema import TWO_MODELS
+from tests.frontend.test_command_schema import TWO_MODELS
 
 PRO_ID = "provider/video-model-2.0-pro"
 PRO = SimModel(id=PRO_ID, create_path="/gateway/videos/create-pro", price_yen=1_200, supports_seed=False)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot.i18n import t
+from bot.frontend.i18n import t
 from bot.simulator import DEFAULT_VIDEO_PATH, VideoServiceSimulator
 from tests.conftest import SimulatorFactory as ServiceFactory
 from tests.discord_double import DiscordDouble

@@ -18,7 +18,7 @@ import discord
 import pytest
 
 from bot.simulator import VideoServiceSimulator
-from bot.store import JobState, JobStore
+from bot.store.jobs import JobState, JobStore
 from tests.conftest import SimulatorFactory as ServiceFactory
 from tests.discord_double import DiscordDouble
 from tests.e2e.harness import USER_ID, BotProcess

@@ -5,8 +5,8 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+from bot.service.client import mask_key
 from bot.simulator import DEFAULT_VIDEO_PATH, VideoServiceSimulator
-from bot.video_client import mask_key
 from tests.conftest import SIM_KEY
 from tests.conftest import SimulatorFactory as ServiceFactory
 from tests.discord_double import DiscordDouble

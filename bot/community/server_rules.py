@@ -1,0 +1,291 @@
+"""Per-server settings: the host's environment gives the defaults, each server's admins override them.
+
+Every setting is read from the database at the moment it is needed, so a change made with /settings
+holds for the next request, in every process on the database, with no restart and no cache to go stale.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from bot.config.settings import Settings
+from bot.store.servers import MemberRecord, ServerStore, SettingWrites, StoredSetting
+
+log = logging.getLogger(__name__)
+
+Language = Literal["en", "ja"]
+RerollBy = Literal["requester", "anyone"]
+LANGUAGES: tuple[Language, ...] = ("en", "ja")
+REROLL_BY: tuple[RerollBy, ...] = ("requester", "anyone")
+
+#: How many channels, roles or models one server may list: a bound on what a row and a reply hold.
+MAX_LISTED = 25
+#: Bounds of numbers an admin may set; past them a value is a typo, not a policy.
+MAX_YEN = 100_000_000
+MAX_COOLDOWN_SECONDS = 7 * 24 * 3600
+MAX_ACTIVE_JOBS = 100
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """The settings in force in one server. `from_server` names the ones the server set itself."""
+
+    guild_daily_cap_yen: int | None = None
+    guild_monthly_cap_yen: int | None = None
+    member_daily_cap_yen: int | None = None
+    member_monthly_cap_yen: int | None = None
+    cooldown_seconds: int = 0
+    max_active_jobs: int | None = None
+    allowed_channel_ids: frozenset[int] = frozenset()  # empty: every channel
+    allowed_role_ids: frozenset[int] = frozenset()  # empty: every member
+    log_channel_id: int | None = None
+    allowed_models: frozenset[str] | None = None  # None: every model in the catalogue
+    default_model: str | None = None  # None: the catalogue's default
+    language: Language | None = None  # None: the server's own preferred locale
+    timezone: str = "Asia/Tokyo"
+    budget_alert_yen: int | None = None
+    reroll_by: RerollBy = "requester"
+    confirm_before_spending: bool = False
+    from_server: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+SettingKey = str
+SETTING_KEYS: tuple[SettingKey, ...] = tuple(f.name for f in fields(ServerSettings) if f.name != "from_server")
+
+
+def defaults_from(settings: Settings) -> ServerSettings:
+    """The environment's values: what a server that set nothing gets (as before per-server settings)."""
+    return ServerSettings(
+        guild_daily_cap_yen=settings.guild_daily_budget_yen,
+        guild_monthly_cap_yen=settings.guild_monthly_budget_yen,
+        member_daily_cap_yen=settings.member_daily_budget_yen,
+        member_monthly_cap_yen=settings.member_monthly_budget_yen,
+        cooldown_seconds=round(settings.video_cooldown_seconds),
+        max_active_jobs=settings.max_active_jobs_per_user,
+        allowed_channel_ids=settings.allowed_channel_ids,
+        allowed_role_ids=frozenset({settings.required_role_id}) if settings.required_role_id else frozenset(),
+        timezone=settings.budget_timezone,
+    )
+
+
+class InvalidSetting(ValueError):
+    """A value an admin (or a damaged row) gave that the setting cannot take."""
+
+    def __init__(self, key: SettingKey, value: object) -> None:
+        self.key = key
+        self.value = value
+        super().__init__(f"{key} cannot be {value!r}")
+
+
+# -- values: checked the same way when an admin sets them and when they are read back -------------
+
+
+def _amount(limit: int) -> Callable[[SettingKey, Any], Any]:
+    def check(key: SettingKey, value: Any) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= limit:
+            raise InvalidSetting(key, value)
+        return value
+    return check
+
+
+def _count(key: SettingKey, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COOLDOWN_SECONDS:
+        raise InvalidSetting(key, value)
+    return value
+
+
+def _ids(key: SettingKey, value: Any) -> frozenset[int]:
+    if not isinstance(value, list | tuple | set | frozenset) or len(value) > MAX_LISTED:
+        raise InvalidSetting(key, value)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+        raise InvalidSetting(key, value)
+    return frozenset(value)
+
+
+def _channel(key: SettingKey, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidSetting(key, value)
+    return value
+
+
+def _models(key: SettingKey, value: Any) -> frozenset[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple | set | frozenset) or not 0 < len(value) <= MAX_LISTED:
+        raise InvalidSetting(key, value)
+    if not all(isinstance(v, str) and 0 < len(v) <= 200 for v in value):
+        raise InvalidSetting(key, value)
+    return frozenset(value)
+
+
+def _model(key: SettingKey, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= 200:
+        raise InvalidSetting(key, value)
+    return value
+
+
+def _choice(options: tuple[str, ...], *, optional: bool) -> Callable[[SettingKey, Any], Any]:
+    def check(key: SettingKey, value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        if value not in options:
+            raise InvalidSetting(key, value)
+        return str(value)
+    return check
+
+
+def _timezone(key: SettingKey, value: Any) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= 64:
+        raise InvalidSetting(key, value)
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidSetting(key, value) from exc
+    return value
+
+
+def _flag(key: SettingKey, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidSetting(key, value)
+    return value
+
+
+_CHECKS: dict[SettingKey, Callable[[SettingKey, Any], Any]] = {
+    "guild_daily_cap_yen": _amount(MAX_YEN),
+    "guild_monthly_cap_yen": _amount(MAX_YEN),
+    "member_daily_cap_yen": _amount(MAX_YEN),
+    "member_monthly_cap_yen": _amount(MAX_YEN),
+    "cooldown_seconds": _count,
+    "max_active_jobs": _amount(MAX_ACTIVE_JOBS),
+    "allowed_channel_ids": _ids,
+    "allowed_role_ids": _ids,
+    "log_channel_id": _channel,
+    "allowed_models": _models,
+    "default_model": _model,
+    "language": _choice(LANGUAGES, optional=True),
+    "timezone": _timezone,
+    "budget_alert_yen": _amount(MAX_YEN),
+    "reroll_by": _choice(REROLL_BY, optional=False),
+    "confirm_before_spending": _flag,
+}
+assert set(_CHECKS) == set(SETTING_KEYS), "every setting needs its check"
+
+
+def check_value(key: SettingKey, value: Any) -> Any:
+    """The value as the setting holds it; raises InvalidSetting."""
+    if key not in _CHECKS:
+        raise InvalidSetting(key, value)
+    return _CHECKS[key](key, value)
+
+
+def _stored(value: Any) -> Any:
+    """A value as JSON can hold it (sets become sorted lists)."""
+    if isinstance(value, frozenset | set):
+        return sorted(value)
+    return value
+
+
+@dataclass(frozen=True)
+class Change:
+    key: SettingKey
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True)
+class RequestRules:
+    server: ServerSettings
+    member: MemberRecord
+    blocklist: list[str]
+
+
+class ServerRules:
+    """Reads and changes one server's settings, blocklist and member records."""
+
+    def __init__(self, store: ServerStore, defaults: ServerSettings) -> None:
+        self.store = store
+        self.defaults = defaults
+
+    async def effective(self, guild_id: int | None) -> ServerSettings:
+        if guild_id is None:
+            return self.defaults
+        return self._effective(guild_id, await self.store.settings(guild_id))
+
+    def _effective(self, guild_id: int, stored: Mapping[str, StoredSetting]) -> ServerSettings:
+        values: dict[str, Any] = {}
+        for key, setting in stored.items():
+            try:
+                values[key] = check_value(key, setting.value)
+            except InvalidSetting:
+                # A damaged or outdated row must not stop the server: its default holds, and the host hears of it.
+                log.warning("server %s: stored setting %s is unusable; using the default", guild_id, key)
+        return replace(self.defaults, **values, from_server=frozenset(values))
+
+    # An edit reads the current value and writes the next one: both happen in one write transaction of the
+    # store (ServerStore.edit_settings), so two admins editing at once, in one process or two, lose neither change.
+
+    async def change(self, guild_id: int, by_user_id: int, values: Mapping[SettingKey, Any]) -> list[Change]:
+        """Set the given settings (validated first, all or none); returns what actually changed."""
+        checked = {key: check_value(key, value) for key, value in values.items()}
+        return await self.store.edit_settings(
+            guild_id, by_user_id, lambda stored: _changes(checked, self._effective(guild_id, stored))
+        )
+
+    async def edit(
+        self, guild_id: int, by_user_id: int, key: SettingKey, update: Callable[[Any], Any]
+    ) -> list[Change]:
+        """Set `key` to `update(its current value)`, with no other change in between (adding a channel, say)."""
+        def decide(stored: Mapping[str, StoredSetting]) -> tuple[SettingWrites, list[Change]]:
+            current = self._effective(guild_id, stored)
+            return _changes({key: check_value(key, update(getattr(current, key)))}, current)
+
+        return await self.store.edit_settings(guild_id, by_user_id, decide)
+
+    async def reset(self, guild_id: int, by_user_id: int, key: SettingKey) -> Change | None:
+        """Back to the host's default; None when the server had not set it."""
+        if key not in SETTING_KEYS:
+            raise InvalidSetting(key, None)
+
+        def decide(stored: Mapping[str, StoredSetting]) -> tuple[SettingWrites, Change | None]:
+            current = self._effective(guild_id, stored)
+            if key not in current.from_server:
+                return {}, None
+            old = getattr(current, key)
+            return {key: (_stored(old), None, True)}, Change(key, old, getattr(self.defaults, key))
+
+        return await self.store.edit_settings(guild_id, by_user_id, decide)
+
+    async def member(self, guild_id: int, user_id: int) -> MemberRecord:
+        return await self.store.member(guild_id, user_id)
+
+    async def for_request(self, guild_id: int | None, user_id: int) -> RequestRules:
+        """The server's settings, the member's record and the blocklist a request is checked against, read
+        together from the database now (so a change an admin made a moment ago holds)."""
+        if guild_id is None:
+            return RequestRules(self.defaults, MemberRecord(), [])
+        stored = await self.store.request_rules(guild_id, user_id)
+        return RequestRules(self._effective(guild_id, stored.settings), stored.member, stored.blocklist)
+
+
+def _changes(checked: Mapping[SettingKey, Any], current: ServerSettings) -> tuple[SettingWrites, list[Change]]:
+    """What setting `checked` (values already checked) over `current` writes, and the changes it makes."""
+    changes = [
+        Change(key, getattr(current, key), value)
+        for key, value in checked.items()
+        if value != getattr(current, key) or key not in current.from_server
+    ]
+    return {c.key: (_stored(c.old), _stored(c.new), False) for c in changes}, changes

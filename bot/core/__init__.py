@@ -1,0 +1,1 @@
+"""The basics every layer may use: the job lifecycle and its state groups, errors, retries, notices, tasks."""

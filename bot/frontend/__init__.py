@@ -1,0 +1,1 @@
+"""Discord: the Bot subclass, the command tree, cogs, buttons, delivery, embeds within Discord's limits, i18n."""

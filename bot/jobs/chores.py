@@ -1,0 +1,210 @@
+"""The bot's chores beside the jobs: log channels, budget alerts, waiting receipts, forgetting old prompts.
+
+Events are written to the database in the same transaction as what they report (bot/store/jobs.py,
+bot/store/servers.py), and posted from here in order, so a stop between the two loses no log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import discord
+
+from bot.community.server_rules import ServerRules
+from bot.config.settings import Settings
+from bot.core.tasks import cancel_and_wait
+from bot.jobs.progress import ProgressRefresher
+from bot.service.client import VideoServiceClient
+from bot.store.jobs import JobStore
+from bot.store.servers import Event
+
+log = logging.getLogger(__name__)
+
+#: Posts one line into a channel (the bot's HTTP API: no gateway shard needed).
+LinePoster = Callable[[int, str], Awaitable[None]]
+#: A log-channel line for an event, in a language (the front end writes it: bot/frontend/settings_embeds.py).
+EventText = Callable[[Event, str], str]
+#: The language a server's own preferred locale gives, when its admins set none.
+GuildLocale = Callable[[int], str | None]
+
+BUDGET_ALERT_KEY = "budget_alert:{guild_id}"
+
+
+@dataclass(frozen=True)
+class Chores:
+    tick_seconds: float = 2.0  # log lines appear within seconds; one indexed query a tick
+    budget_check_seconds: float = 300.0  # /key/info is read at most this often for alerts
+    retention_check_seconds: float = 3600.0
+    give_up_posting_after: float = 3600.0  # a log line Discord keeps refusing is dropped after this
+    closed_channel_seconds: float = 600.0  # after a 403/404, the channel's lines are dropped this long
+
+
+class Housekeeping:
+    def __init__(
+        self,
+        store: JobStore,
+        rules: ServerRules,
+        client: VideoServiceClient,
+        settings: Settings,
+        post: LinePoster,
+        *,
+        event_text: EventText,
+        guild_locale: GuildLocale = lambda guild_id: None,
+        chores: Chores | None = None,
+        progress: ProgressRefresher | None = None,
+        clock: Callable[[], float] = time.time,
+        leads: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
+        """`leads`: whether this process does the chores done once for all processes on the database (the log
+        channels, budget alerts, prompt retention); without it, this process alone does them."""
+        self._store = store
+        self._leads = leads
+        self._rules = rules
+        self._client = client
+        self._settings = settings
+        self._post = post
+        self._event_text = event_text
+        self._guild_locale = guild_locale
+        self._chores = chores or Chores()
+        self._progress = progress
+        self._clock = clock
+        self._task: asyncio.Task[None] | None = None
+        self._last_budget_check = float("-inf")
+        self._last_retention = float("-inf")
+        self._closed_until: dict[int, float] = {}
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="housekeeping")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            await cancel_and_wait(self._task)
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await self.tick()
+            await asyncio.sleep(self._chores.tick_seconds)
+
+    async def tick(self) -> None:
+        """One round of every chore that is due; one failing chore never stops the others or the loop."""
+        now = self._clock()
+        chores: list[tuple[str, Callable[[], Awaitable[object]]]] = []
+        if self._progress is not None:
+            chores.append(("receipts", self._progress.refresh))  # each process its own jobs' receipts
+        try:
+            leading = self._leads is None or await self._leads()
+        except Exception:
+            log.exception("housekeeping: could not tell which process leads the shared chores; skipping them")
+            leading = False
+        if not leading:
+            # Another process posts the log lines and alerts: two would post each line twice.
+            self._last_budget_check = self._last_retention = float("-inf")  # due at once if this one leads later
+        else:
+            chores.insert(0, ("log channels", self.post_events))
+        if leading and now - self._last_budget_check >= self._chores.budget_check_seconds:
+            self._last_budget_check = now
+            chores.append(("budget alerts", self.check_budget))
+        if leading and now - self._last_retention >= self._chores.retention_check_seconds:
+            self._last_retention = now
+            chores.append(("prompt retention", self.erase_old_prompts))
+        for name, chore in chores:
+            try:
+                await chore()
+            except Exception:
+                log.exception("housekeeping: %s failed; trying again next round", name)
+
+    # -- the chores ---------------------------------------------------------------------------------
+
+    async def post_events(self, limit: int = 50) -> int:
+        """Post waiting events to their servers' log channels, in order per server; returns how many were posted.
+
+        A channel Discord cannot take a line for right now holds back only its own server's lines; one
+        that refuses the bot (gone, or no access) gets none for a while, so a flood costs one refusal.
+        """
+        posted = 0
+        held: set[int] = set()
+        now = self._clock()
+        for event in await self._rules.store.unposted_events(limit):
+            if event.guild_id in held:
+                continue
+            server = await self._rules.effective(event.guild_id)
+            channel = server.log_channel_id
+            if channel is None or self._closed_until.get(channel, 0.0) > now:
+                await self._rules.store.mark_posted([event.id])
+                continue
+            language = server.language or self._guild_locale(event.guild_id) or "en"
+            try:
+                await self._post(channel, self._event_text(event, language))
+            except (discord.Forbidden, discord.NotFound):
+                # No retry helps; the admins can pick another channel with /settings log_channel.
+                log.warning("server %s: cannot post to log channel %s; its lines are dropped for %.0f s",
+                            event.guild_id, channel, self._chores.closed_channel_seconds)
+                self._closed_until[channel] = now + self._chores.closed_channel_seconds
+            except (discord.HTTPException, OSError) as exc:
+                if now - event.created_at < self._chores.give_up_posting_after:
+                    log.warning("server %s: log channel unavailable (%s); retrying next round", event.guild_id,
+                                type(exc).__name__)
+                    held.add(event.guild_id)  # keep this server's order: its later lines wait for this one
+                    continue
+                log.warning("server %s: event %s dropped after an hour of failures", event.guild_id, event.id)
+            else:
+                posted += 1
+            await self._rules.store.mark_posted([event.id])
+        return posted
+
+    async def check_budget(self) -> None:
+        """One alert per server when the key's remaining budget falls below its threshold, until it recovers."""
+        thresholds = await self._rules.store.guilds_with_setting("budget_alert_yen")
+        if not thresholds:
+            return
+        info = await self._client.key_info()
+        left = info.available
+        for guild_id, threshold in thresholds.items():
+            if not isinstance(threshold, int) or isinstance(threshold, bool):
+                continue
+            if (await self._rules.effective(guild_id)).log_channel_id is None:
+                continue  # nowhere to say it: alert once a log channel is set
+            key = BUDGET_ALERT_KEY.format(guild_id=guild_id)
+            alerted = await self._store.get_meta(key) is not None
+            low = left is not None and left < threshold
+            if low and not alerted:
+                # The mark and the event in one transaction: of processes checking at once, one alerts.
+                await self._rules.store.add_event_once(guild_id, "budget_low", once_key=key,
+                                                       details={"left": left, "threshold": threshold})
+            elif not low and alerted:
+                await self._store.delete_meta(key)
+
+    async def erase_old_prompts(self) -> int:
+        cutoff = self._clock() - self._settings.prompt_retention_days * 86400
+        erased = await self._store.erase_prompts(finished_before=cutoff)
+        if erased:
+            log.info("erased the prompts of %d requests finished more than %d days ago", erased,
+                     self._settings.prompt_retention_days)
+        return erased
+
+    async def forget_servers_left(self, present: set[int]) -> int:
+        """At start-up: erase the prompts of servers the bot was removed from while it was not running.
+
+        `present` holds the servers of this process's shards only: a server on another process's shard
+        is absent from it without having been left, so its prompts stay.
+        """
+        erased = 0
+        shards = self._settings.shards
+        for guild_id in await self._store.guilds_with_prompts():
+            if guild_id not in present and shards.owns_guild(guild_id):
+                erased += await self.forget_server(guild_id)
+        return erased
+
+    async def forget_server(self, guild_id: int) -> int:
+        """The bot left a server: its ledger stays (ids, amounts), its prompts go."""
+        erased = await self._store.erase_prompts(guild_id=guild_id)
+        log.info("left server %s: erased the prompts of its %d requests", guild_id, erased)
+        return erased

@@ -1,0 +1,1 @@
+"""Running it: logs, metrics, the heartbeat for health checks, garbage-collection timing."""

@@ -1,0 +1,1 @@
+"""The schema's migrations, one folder per SQL dialect, numbered alike."""

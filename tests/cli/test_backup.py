@@ -1,0 +1,124 @@
+"""`python -m bot backup PATH`: a consistent copy of the live database."""
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.__main__ import BackupError, backup_database
+from bot.store.jobs import SCHEMA_VERSION, JobState, JobStore, NewJob
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def rows(path: Path) -> list[tuple[object, ...]]:
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return db.execute("SELECT id, state, prompt, charged_yen FROM jobs ORDER BY id").fetchall()
+
+
+def new_job(n: int) -> NewJob:
+    return NewJob(model="m", prompt=f"prompt {n}; with 'quotes'", seed=n, user_id=n, guild_id=1, channel_id=2)
+
+
+async def test_backup_while_another_connection_writes(tmp_path: Path) -> None:
+    live = tmp_path / "bot.sqlite3"
+    store = await JobStore.open(live)
+    for n in range(50):
+        job = await store.add_submission(new_job(n))
+        await store.transition(job.id, JobState.SUBMITTING)
+        await store.mark_accepted(job.id, f"vid_{n}", 250, next_poll_at=0.0)
+    writing = asyncio.Event()
+    stop = asyncio.Event()
+
+    async def writer() -> int:
+        n = 50
+        while not stop.is_set():
+            job = await store.add_submission(new_job(n))
+            await store.transition(job.id, JobState.SUBMITTING)
+            await store.mark_accepted(job.id, f"vid_{n}", 250, next_poll_at=0.0)
+            writing.set()
+            n += 1
+        return n
+
+    task = asyncio.create_task(writer())
+    await writing.wait()
+    destination = tmp_path / "backups" / "copy.sqlite3"
+    path, schema = await asyncio.to_thread(backup_database, live, destination)
+    # The writer kept going during the copy (it has the event loop while the copy runs in a thread).
+    stop.set()
+    written = await task
+    await store.close()
+
+    assert (path, schema) == (destination, SCHEMA_VERSION)
+    assert list(destination.parent.iterdir()) == [destination]  # no temporary file left behind
+    copied = rows(destination)
+    assert len(copied) >= 50
+    # A consistent snapshot: exactly the rows committed up to one instant, in order. (A request takes
+    # three transactions, received → submitting → pending, so the newest copied row may be mid-way.)
+    assert [(i, prompt) for i, _s, prompt, _c in copied] == [(i, prompt) for i, _s, prompt, _c in rows(live)][
+        : len(copied)]
+    assert all(state == "pending" and charged == 250 for _id, state, _prompt, charged in copied[:50])
+    assert all((state, charged) in {("received", 0), ("submitting", 0), ("pending", 250)}
+               for _id, state, _prompt, charged in copied)
+    assert len(rows(live)) == written
+    with contextlib.closing(sqlite3.connect(destination)) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # one self-contained file
+
+
+async def test_backup_into_a_directory_picks_a_dated_name(tmp_path: Path) -> None:
+    live = tmp_path / "bot.sqlite3"
+    await (await JobStore.open(live)).close()
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    path, _schema = backup_database(live, folder)
+    assert path.parent == folder and path.name.startswith("bot-") and path.suffix == ".sqlite3"
+
+
+def test_backup_refuses_to_overwrite_the_database_or_copy_nothing(tmp_path: Path) -> None:
+    live = tmp_path / "bot.sqlite3"
+    with pytest.raises(BackupError, match="no database"):
+        backup_database(live, tmp_path / "copy.sqlite3")
+    assert not live.exists()  # looking for it did not create an empty one
+    sqlite3.connect(live).close()
+    with pytest.raises(BackupError, match="must not overwrite"):
+        backup_database(live, tmp_path / "." / "bot.sqlite3")
+
+
+async def test_a_failed_backup_leaves_the_previous_one_whole(tmp_path: Path) -> None:
+    good = tmp_path / "bot.sqlite3"
+    store = await JobStore.open(good)
+    await store.add_submission(new_job(1))
+    await store.close()
+    destination = tmp_path / "backups" / "latest.sqlite3"
+    backup_database(good, destination)
+    broken = tmp_path / "broken.sqlite3"
+    broken.write_bytes(b"not a database" * 1000)
+    with pytest.raises(sqlite3.DatabaseError):
+        backup_database(broken, destination)
+    assert rows(destination) == rows(good)
+    assert list(destination.parent.iterdir()) == [destination]
+
+
+async def test_the_backup_command_prints_the_path_and_the_schema(tmp_path: Path) -> None:
+    live = tmp_path / "bot.sqlite3"
+    store = await JobStore.open(live)
+    await store.add_submission(new_job(1))
+    await store.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "VIDEO_", "LOG_"))}
+    env.update(PYTHONPATH=str(REPO_ROOT), DISCORD_TOKEN="x", VIDEO_API_BASE_URL="http://127.0.0.1:1",
+               VIDEO_API_KEY="sk-any-key-0000000", DATABASE_PATH=str(live))
+    destination = tmp_path / "copy.sqlite3"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "backup", str(destination), cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    assert process.returncode == 0, err.decode()
+    assert out.decode().strip() == f"backup: {destination} (schema {SCHEMA_VERSION})"
+    assert rows(destination) == rows(live)

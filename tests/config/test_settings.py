@@ -1,0 +1,162 @@
+import logging
+from pathlib import Path
+
+import pytest
+
+from bot.config.settings import Settings, SettingsError, load_settings, read_settings
+
+REQUIRED = {
+    "DISCORD_TOKEN": "discord-token-value",
+    "VIDEO_API_BASE_URL": "https://video.example/",
+    "VIDEO_API_KEY": "sk-very-secret-key-1234",
+}
+
+
+def test_defaults() -> None:
+    s = read_settings(REQUIRED)
+    assert s.video_api_base_url == "https://video.example"
+    assert s.database_path == Path("data/bot.sqlite3")
+    assert s.video_storage_dir == Path("data/videos")
+    assert s.poll_interval_seconds == 20.0
+    assert s.http_timeout_seconds == 30.0 and s.download_timeout_seconds == 600.0
+    assert s.discord_guild_id is None
+    assert s.log_level == "INFO"
+    assert s.video_cooldown_seconds == 60.0 and s.max_active_jobs_per_user == 2
+    assert s.guild_daily_budget_yen is None and s.budget_timezone == "Asia/Tokyo"
+    assert s.allowed_channel_ids == frozenset() and s.required_role_id is None
+    assert s.metrics_port is None and s.metrics_host == "127.0.0.1"
+
+
+def test_values_are_parsed() -> None:
+    s = read_settings({**REQUIRED, "POLL_INTERVAL_SECONDS": "0.5", "DISCORD_GUILD_ID": "123", "LOG_LEVEL": "debug",
+                       "KEEP_DELIVERED_VIDEOS": "true", "ALLOWED_CHANNEL_IDS": "1, 2,3",
+                       "GUILD_DAILY_BUDGET_YEN": "5000", "BUDGET_TIMEZONE": "UTC"})
+    assert s.poll_interval_seconds == 0.5 and s.discord_guild_id == 123 and s.log_level == "DEBUG"
+    assert s.keep_delivered_videos is True and s.allowed_channel_ids == {1, 2, 3}
+    assert s.guild_daily_budget_yen == 5000 and s.budget_timezone == "UTC"
+
+
+def test_metrics_endpoint_settings() -> None:
+    s = read_settings({**REQUIRED, "METRICS_PORT": "9108", "METRICS_HOST": "0.0.0.0"})
+    assert s.metrics_port == 9108 and s.metrics_host == "0.0.0.0"
+    for bad in ("0", "65536", "http", "-1"):
+        with pytest.raises(SettingsError) as error:
+            read_settings({**REQUIRED, "METRICS_PORT": bad})
+        assert error.value.problems == ["METRICS_PORT must be a TCP port from 1 to 65535"]
+
+
+def test_every_problem_is_listed_at_once_without_secret_values() -> None:
+    env = {"VIDEO_API_BASE_URL": "ftp://x", "POLL_INTERVAL_SECONDS": "sk-leaked-secret", "LOG_LEVEL": "LOUD",
+           "BUDGET_TIMEZONE": "Mars/Olympus"}
+    with pytest.raises(SettingsError) as error:
+        read_settings(env)
+    problems = error.value.problems
+    assert len(problems) == 6
+    text = str(error.value)
+    for name in ("DISCORD_TOKEN", "VIDEO_API_KEY", "VIDEO_API_BASE_URL", "POLL_INTERVAL_SECONDS", "LOG_LEVEL",
+                 "BUDGET_TIMEZONE"):
+        assert name in text
+    assert "sk-leaked-secret" not in text
+
+
+def test_repr_hides_secrets() -> None:
+    s = read_settings(REQUIRED)
+    assert isinstance(s, Settings)
+    assert "discord-token-value" not in repr(s) and "sk-very-secret-key-1234" not in repr(s)
+
+
+def test_dotenv_is_loaded_and_real_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in (*REQUIRED, "POLL_INTERVAL_SECONDS"):
+        monkeypatch.delenv(name, raising=False)
+    env_file = tmp_path / ".env"
+    env_file.write_text(
+        "DISCORD_TOKEN=from-file\nVIDEO_API_BASE_URL=http://127.0.0.1:9\nVIDEO_API_KEY=file-key-123456\n"
+        "POLL_INTERVAL_SECONDS=1\n"
+    )
+    monkeypatch.setenv("DISCORD_TOKEN", "from-environment")
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        s = load_settings()
+    assert s.discord_token == "from-environment"
+    assert s.video_api_key == "file-key-123456"
+    assert "below the service's 15 s guidance" in caplog.text
+
+
+def test_the_download_timeout_reaches_the_client() -> None:
+    import asyncio
+
+    import aiohttp
+
+    from bot.app import build_client
+
+    async def built() -> float | None:
+        async with aiohttp.ClientSession() as session:
+            client = build_client(read_settings({**REQUIRED, "DOWNLOAD_TIMEOUT_SECONDS": "42"}), session)
+            return client._download_timeout.total
+
+    assert asyncio.run(built()) == 42.0
+
+
+def test_database_url_picks_the_backend_and_wins_over_database_path() -> None:
+    postgres = read_settings({**REQUIRED, "DATABASE_URL": "postgresql://bot:pa55word@db.internal:5432/videos",
+                              "DATABASE_PATH": "ignored.sqlite3"})
+    assert postgres.database_url == "postgresql://bot:pa55word@db.internal:5432/videos"
+    assert postgres.database_shown == "postgresql://bot:***@db.internal:5432/videos"
+    assert postgres.database_secrets == ("pa55word",)
+    assert "pa55word" not in repr(postgres)
+    relative = read_settings({**REQUIRED, "DATABASE_URL": "sqlite:///state/bot.sqlite3", "DATABASE_PATH": "x.db"})
+    assert (relative.database_url, relative.database_path) == (None, Path("state/bot.sqlite3"))
+    absolute = read_settings({**REQUIRED, "DATABASE_URL": "sqlite:////srv/bot/bot.sqlite3"})
+    assert absolute.database_path == Path("/srv/bot/bot.sqlite3") and absolute.database_shown == "/srv/bot/bot.sqlite3"
+    assert read_settings({**REQUIRED, "DATABASE_PATH": "x.db"}).database_url is None
+
+
+@pytest.mark.parametrize("url", ["mysql://bot:pa55word@db/videos", "postgresql://bot:pa55word@db:port/videos",
+                                 "postgresql://bot:pa55word@db:5432/", "sqlite:///", "pa55word"])
+def test_a_bad_database_url_is_refused_without_echoing_it(url: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        read_settings({**REQUIRED, "DATABASE_URL": url})
+    assert any(problem.startswith("DATABASE_URL must be") for problem in refused.value.problems)
+    assert "pa55word" not in str(refused.value)
+
+
+def test_sharding_is_automatic_by_default() -> None:
+    s = read_settings(REQUIRED)
+    assert s.shard_count is None and s.shard_ids is None
+    assert s.shards.count is None and s.shards.runs_every_shard and s.shards.syncs_commands
+
+
+def test_shard_count_and_ids_are_parsed() -> None:
+    s = read_settings({**REQUIRED, "SHARD_COUNT": "4", "SHARD_IDS": " 2, 3"})
+    assert s.shard_count == 4 and s.shard_ids == (2, 3)
+    assert not s.shards.syncs_commands
+    only_count = read_settings({**REQUIRED, "SHARD_COUNT": "2"})
+    assert only_count.shard_count == 2 and only_count.shard_ids is None and only_count.shards.runs_every_shard
+
+
+@pytest.mark.parametrize(("env", "problem"), [
+    ({"SHARD_COUNT": "0"}, "SHARD_COUNT must be a whole number of shards, 1 or more"),
+    ({"SHARD_COUNT": "two"}, "SHARD_COUNT must be a whole number of shards, 1 or more"),
+    ({"SHARD_IDS": "0"}, "SHARD_IDS needs SHARD_COUNT: the ids are counted out of a fixed number of shards"),
+    ({"SHARD_COUNT": "2", "SHARD_IDS": "0,x"},
+     "SHARD_IDS must be a comma-separated list of shard ids (whole numbers from 0), such as 0,1"),
+    ({"SHARD_COUNT": "2", "SHARD_IDS": "-1"},
+     "SHARD_IDS must be a comma-separated list of shard ids (whole numbers from 0), such as 0,1"),
+    ({"SHARD_COUNT": "2", "SHARD_IDS": ","},
+     "SHARD_IDS must be a comma-separated list of shard ids (whole numbers from 0), such as 0,1"),
+    ({"SHARD_COUNT": "2", "SHARD_IDS": "1,2,3"},
+     "SHARD_IDS: shard ids run from 0 to 1 with SHARD_COUNT=2, not 2, 3"),
+    ({"SHARD_COUNT": "4", "SHARD_IDS": "1,3,1"}, "SHARD_IDS lists a shard more than once: 1"),
+])
+def test_bad_shard_settings_are_named(env: dict[str, str], problem: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        read_settings({**REQUIRED, **env})
+    assert error.value.problems == [problem]
+
+
+def test_a_bad_shard_count_is_one_problem_not_two() -> None:
+    with pytest.raises(SettingsError) as error:
+        read_settings({**REQUIRED, "SHARD_COUNT": "many", "SHARD_IDS": "0"})
+    assert error.value.problems == ["SHARD_COUNT must be a whole number of shards, 1 or more"]

@@ -1,0 +1,251 @@
+"""The chores beside the jobs: log lines posted once and in order, one budget alert per fall, prompts forgotten."""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from pathlib import Path
+
+import discord
+import pytest
+
+from bot.app import server_rules
+from bot.community.server_rules import ServerRules
+from bot.config.settings import Settings, read_settings
+from bot.frontend.settings_embeds import event_line
+from bot.jobs.chores import Chores, Housekeeping
+from bot.service.client import VideoServiceClient
+from bot.simulator import VideoServiceSimulator
+from bot.store.jobs import JobState, JobStore, NewJob
+from bot.store.leases import Lease
+from tests.conftest import Clock, StoreOpener
+
+GUILD = 10
+LOG = 500
+
+
+
+
+class Poster:
+    """Records what would be posted; `refuse` makes Discord answer the next post with that error instead."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[int, str]] = []
+        self.refuse: Exception | None = None
+
+    async def __call__(self, channel_id: int, text: str) -> None:
+        if self.refuse is not None:
+            error, self.refuse = self.refuse, None
+            raise error
+        self.lines.append((channel_id, text))
+
+
+def http_error(status: int) -> discord.HTTPException:
+    class Response:
+        reason = "refused"
+
+    response = Response()
+    response.status = status  # type: ignore[attr-defined]
+    error_type = {403: discord.Forbidden, 404: discord.NotFound}.get(status, discord.HTTPException)
+    return error_type(response, "refused")
+
+
+def settings(**env: str) -> Settings:
+    return read_settings({"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k",
+                          **env})
+
+
+@pytest.fixture
+async def parts(tmp_path: Path, sim_client: VideoServiceClient):  # type: ignore[no-untyped-def]
+    clock = Clock(1_800_000_000.0)
+    store = await JobStore.open(tmp_path / "bot.sqlite3", clock=clock)
+    s = settings(PROMPT_RETENTION_DAYS="30")
+    rules = server_rules(store, s)
+    poster = Poster()
+    chores = Housekeeping(store, rules, sim_client, s, poster, event_text=event_line, chores=Chores(), clock=clock)
+    yield store, rules, chores, poster, clock
+    await store.close()
+
+
+Parts = tuple[JobStore, ServerRules, Housekeeping, Poster, Clock]
+
+
+async def test_events_are_posted_once_in_order_only_where_a_log_channel_is_set(parts: Parts) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.store.add_event(GUILD, "refused", user_id=1, details={"code": "blocklist"})  # before a channel
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "member_daily_cap"})
+    await rules.store.add_event(11, "refused", user_id=3, details={"code": "blocklist"})  # no channel there
+
+    assert await chores.post_events() == 3
+    assert [channel for channel, _ in poster.lines] == [LOG, LOG, LOG]
+    texts = [text for _, text in poster.lines]
+    assert "refused (`blocklist`)" in texts[0] and "Log channel: off → <#500>" in texts[1]
+    assert "refused (`member_daily_cap`)" in texts[2]
+    assert await chores.post_events() == 0  # posted once
+    assert len(poster.lines) == 3
+
+
+async def test_a_log_line_discord_cannot_take_now_waits_and_keeps_the_order(parts: Parts) -> None:
+    _store, rules, chores, poster, clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG, "language": "ja"})
+    await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "blocklist"})
+    poster.refuse = http_error(503)
+    assert await chores.post_events() == 0  # the first line failed: the later ones wait behind it
+    assert await chores.post_events() == 3  # two settings changes and the refusal, in order
+    # In the server's language, Japanese here.
+    assert "ログチャンネル" in poster.lines[0][1] and "言語" in poster.lines[1][1]
+    assert "拒否（`blocklist`）" in poster.lines[2][1]
+
+    # A channel closed to the bot: the line is dropped, not retried for ever.
+    await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "blocklist"})
+    poster.refuse = http_error(403)
+    assert await chores.post_events() == 0
+    assert await chores.post_events() == 0
+    # A line Discord keeps failing for an hour is given up too.
+    await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "blocklist"})
+    poster.refuse = http_error(500)
+    clock.now += 3601
+    assert await chores.post_events() == 0
+    assert await chores.post_events() == 0
+
+
+async def test_a_budget_alert_is_posted_once_until_the_budget_recovers(
+    parts: Parts, simulator: VideoServiceSimulator
+) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG, "budget_alert_yen": 5_000})
+    await chores.check_budget()
+    assert await rules.store.recent_events(GUILD, "budget_low") == []  # 10,000 left
+
+    simulator.spend = 6_000  # 4,000 left: below the threshold
+    await chores.check_budget()
+    await chores.check_budget()
+    [alert] = await rules.store.recent_events(GUILD, "budget_low")
+    assert alert.details == {"left": 4_000, "threshold": 5_000}
+    await chores.post_events()
+    assert "¥4,000 left" in poster.lines[-1][1]
+
+    simulator.spend = 1_000  # recovered (a budget raise); the next fall alerts again
+    await chores.check_budget()
+    simulator.spend = 9_000
+    await chores.check_budget()
+    assert len(await rules.store.recent_events(GUILD, "budget_low")) == 2
+
+
+async def test_old_prompts_and_a_left_servers_prompts_are_erased_but_the_ledger_stays(parts: Parts) -> None:
+    store, _rules, chores, _poster, clock = parts
+
+    async def job(guild_id: int, prompt: str) -> int:
+        new = NewJob(model="m", prompt=prompt, seed=None, user_id=1, guild_id=guild_id, channel_id=1)
+        row = await store.add_submission(new)
+        await store.transition(row.id, JobState.SUBMITTING)
+        await store.mark_accepted(row.id, f"vid-{row.id}", 250, clock.now)
+        await store.transition(row.id, JobState.FAILED)
+        return row.id
+
+    old = await job(GUILD, "an old fox")
+    clock.now += 31 * 86400
+    recent = await job(GUILD, "a new fox")
+    waiting = await store.add_submission(NewJob(model="m", prompt="about to be sent", seed=None, user_id=1,
+                                                guild_id=12, channel_id=1))
+    other = await job(12, "a fox elsewhere")
+
+    assert await chores.erase_old_prompts() == 1
+    assert (await store.get(old)).prompt == "" and (await store.get(recent)).prompt == "a new fox"
+    assert await chores.forget_server(12) == 1
+    assert (await store.get(other)).prompt == ""
+    assert (await store.get(waiting.id)).prompt == "about to be sent"  # not yet sent: kept for its create
+    assert await store.ledger() == (3, 750)
+
+
+async def test_servers_left_are_forgotten_only_on_this_processs_shards(
+    tmp_path: Path, sim_client: VideoServiceClient
+) -> None:
+    on_0, on_1, also_on_1 = 4 << 22, 5 << 22, 7 << 22  # shards 0, 1, 1 out of 2
+    store = await JobStore.open(tmp_path / "bot.sqlite3")
+    try:
+        for guild_id in (on_0, on_1, also_on_1):
+            row = await store.add_submission(NewJob(model="m", prompt=f"fox of {guild_id}", seed=None, user_id=1,
+                                                    guild_id=guild_id, channel_id=1))
+            await store.transition(row.id, JobState.SUBMITTING)
+            await store.mark_accepted(row.id, f"vid-{row.id}", 250, 0.0)
+            await store.transition(row.id, JobState.FAILED)
+        s = settings(SHARD_COUNT="2", SHARD_IDS="1")
+        chores = Housekeeping(store, server_rules(store, s), sim_client, s, Poster(), event_text=event_line)
+        # This process runs shard 1 and is still in `also_on_1`: only `on_1` was left; `on_0` is not ours.
+        assert await chores.forget_servers_left({also_on_1}) == 1
+        assert sorted(await store.guilds_with_prompts()) == [on_0, also_on_1]
+    finally:
+        await store.close()
+
+
+async def test_one_servers_failing_channel_holds_back_only_that_servers_lines(parts: Parts) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    await rules.change(11, 900, {"log_channel_id": 501})
+    poster.refuse = http_error(503)  # the first line, server 10's
+    assert await chores.post_events() == 1  # server 11's line went out
+    assert [channel for channel, _ in poster.lines] == [501]
+    assert await chores.post_events() == 1
+    assert [channel for channel, _ in poster.lines] == [501, LOG]
+
+
+async def test_a_damaged_event_row_is_still_posted_and_stops_nothing(parts: Parts) -> None:
+    store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    await rules.store.add_event(GUILD, "failed", user_id=2, job_id=7, details={"yen": "lots"})
+    async with store.transaction():
+        await store.execute("UPDATE events SET details = '{bad' WHERE kind = 'failed'")
+    await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "blocklist"})
+    assert await chores.post_events() == 3
+    assert "#7" in poster.lines[1][1] and "¥0" in poster.lines[1][1]
+
+
+async def test_two_processes_checking_the_budget_at_once_alert_once(
+    open_store: StoreOpener, simulator: VideoServiceSimulator, sim_client: VideoServiceClient
+) -> None:
+    s = settings()
+    processes = []
+    for store in (await open_store(), await open_store()):  # two stores on one database: two bot processes
+        processes.append(Housekeeping(store, server_rules(store, s), sim_client, s, Poster(), event_text=event_line,
+                                         chores=Chores()))
+    rules = server_rules(await open_store(), s)
+    await rules.change(GUILD, 900, {"log_channel_id": LOG, "budget_alert_yen": 5_000})
+    simulator.spend = 6_000
+    await asyncio.gather(*(chores.check_budget() for chores in processes for _ in range(3)))
+    assert len(await rules.store.recent_events(GUILD, "budget_low")) == 1
+
+
+async def test_of_two_processes_on_one_database_only_the_oldest_live_one_posts_the_log_lines(
+    parts: Parts, sim_client: VideoServiceClient
+) -> None:
+    store, rules, _chores, _poster, clock = parts
+    first, second = Lease("first", seconds=30), Lease("second", seconds=30)
+    await store.renew_leases(first)
+    clock.now += 1
+    await store.renew_leases(second)
+    posters = {lease.owner: Poster() for lease in (first, second)}
+    processes = [
+        Housekeeping(store, rules, sim_client, settings(), posters[lease.owner], event_text=event_line, clock=clock,
+                     leads=partial(store.leads_chores, lease))
+        for lease in (first, second)
+    ]
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    for process in processes:
+        await process.tick()
+    assert len(posters["first"].lines) == 1 and posters["second"].lines == []  # each line once, by the oldest
+
+    # The first stops renewing (it died): once its heartbeat is a lease old, the second takes the chores over.
+    clock.now += 20
+    await store.renew_leases(second)
+    await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": "blocklist"})
+    await processes[1].tick()
+    assert posters["second"].lines == []  # the first may still be alive: not yet
+    clock.now += 15
+    await store.renew_leases(second)
+    await processes[1].tick()
+    assert [text for _, text in posters["second"].lines] == [posters["second"].lines[0][1]]
+    assert "refused (`blocklist`)" in posters["second"].lines[0][1]
+    await processes[0].tick()  # the first, back from a long stall, finds it no longer leads
+    assert len(posters["first"].lines) == 1

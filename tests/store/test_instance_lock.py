@@ -1,0 +1,40 @@
+"""One bot process per SQLite file: the second is refused; a lock dies with its process."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.store.instance_lock import AlreadyRunning, lock_path, single_process
+
+
+def test_a_second_holder_is_refused_and_the_lock_frees_when_released(tmp_path: Path) -> None:
+    database = tmp_path / "data" / "bot.sqlite3"
+    with single_process(database):
+        with pytest.raises(AlreadyRunning) as refused, single_process(database):
+            pass
+        assert str(database) in str(refused.value) and "SQLite serves one process" in str(refused.value)
+    with single_process(database):  # free again
+        pass
+
+
+async def test_a_killed_holder_leaves_no_lock_behind(tmp_path: Path) -> None:
+    database = tmp_path / "bot.sqlite3"
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c",
+        "import sys, time; from pathlib import Path; from bot.store.instance_lock import single_process\n"
+        f"with single_process(Path({str(database)!r})):\n    print('held', flush=True); time.sleep(60)",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert holder.stdout is not None
+    assert (await holder.stdout.readline()).strip() == b"held"
+    with pytest.raises(AlreadyRunning) as refused, single_process(database):
+        pass
+    assert f"process {holder.pid}" in str(refused.value)
+    holder.kill()
+    await holder.wait()
+    with single_process(database):
+        assert lock_path(database).exists()
