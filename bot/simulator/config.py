@@ -85,6 +85,10 @@ class SimModel:
 _SHARED_PREFIXES: Final = (JOBS_PREFIX, KEY_INFO_PATH, STORAGE_PREFIX)
 
 
+def _is_http_url(value: str) -> bool:
+    return value.startswith(("http://", "https://"))
+
+
 @dataclass
 class SimulatorConfig:
     """Behaviour knobs of the simulator. Defaults mirror the real model's fixed settings and price."""
@@ -182,7 +186,7 @@ class SimulatorConfig:
             raise ValueError("forced_job_ids must be strings")
         if self.foreign_paths is not None and self.foreign_paths not in FOREIGN_PATHS:
             raise ValueError(f"foreign_paths must be one of {FOREIGN_PATHS} or None")
-        if not self.foreign_base_url.startswith(("http://", "https://")):
+        if not _is_http_url(self.foreign_base_url):
             raise ValueError("foreign_base_url must be an absolute http(s) URL")
         if self.download_body is not None and self.download_body not in DOWNLOAD_BODIES:
             raise ValueError(f"download_body must be one of {DOWNLOAD_BODIES} or None")
@@ -199,7 +203,7 @@ class SimulatorConfig:
             json.dumps(self.key_info_payload)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"key_info_payload is not JSON-serialisable: {exc}") from None
-        if self.download_redirect is not None and not self.download_redirect.startswith(("http://", "https://")):
+        if self.download_redirect is not None and not _is_http_url(self.download_redirect):
             raise ValueError("download_redirect must be an absolute http(s) URL")
         if self.status_redirect and self.download_redirect is None:
             raise ValueError("status_redirect needs download_redirect (the base it redirects to)")

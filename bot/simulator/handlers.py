@@ -25,6 +25,11 @@ from bot.simulator.responses import CUT, DROPPED, error_response, redirect
 from bot.simulator.state import SimulatorState
 
 
+def _request_record(request: web.Request) -> tuple[str, str, dict[str, str]]:
+    """A request as `requests_log` and `storage_requests_log` keep it: method, path and query, headers."""
+    return request.method, request.path_qs, {str(k): v for k, v in request.headers.items()}
+
+
 class ServiceHandlers(SimulatorState):
     """The request handling of the simulated service, on its state."""
 
@@ -41,11 +46,9 @@ class ServiceHandlers(SimulatorState):
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path.startswith(STORAGE_PREFIX + "/"):
             # Another "host": no key, no platform rate limit, its own log.
-            self.storage_requests_log.append(
-                (request.method, request.path_qs, {str(k): v for k, v in request.headers.items()})
-            )
+            self.storage_requests_log.append(_request_record(request))
             return await handler(request)
-        self.requests_log.append((request.method, request.path_qs, {str(k): v for k, v in request.headers.items()}))
+        self.requests_log.append(_request_record(request))
         if self._rate_limited():
             self.responses_429 += 1
             logger.info("rate limit: %s %s -> 429", request.method, request.path)
