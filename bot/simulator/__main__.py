@@ -7,7 +7,7 @@ More models: ``--model ID,CREATE_PATH,PRICE[,no-seed]`` (repeatable) serves anot
 create path and flat price, beside the spec's model (priced by ``--price``).
 
 The misbehaviour flags (``--download-body``, ``--foreign-paths``, ``--oversize-bytes`` ...) map to the
-``SimulatorConfig`` fields of the same meaning; ``bot.simulator.app`` documents them all.
+``SimulatorConfig`` fields of the same meaning; ``bot.simulator.config`` documents them all.
 """
 
 from __future__ import annotations
@@ -21,14 +21,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bot.simulator.app import (
-    DEFAULT_PRICE_YEN,
-    DOWNLOAD_BODIES,
-    FOREIGN_PATHS,
-    SimModel,
-    SimulatorConfig,
-    VideoServiceSimulator,
-)
+from bot.simulator.app import VideoServiceSimulator
+from bot.simulator.config import DOWNLOAD_BODIES, FOREIGN_PATHS, SimModel, SimulatorConfig
+from bot.simulator.contract import DEFAULT_PRICE_YEN
 
 logger = logging.getLogger("bot.simulator")
 

@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-import setuptools
+import setuptools  # type: ignore[import-untyped]
 
 from bot.demo import launcher
 from bot.demo.discord_double import HOOK_DIR, DiscordDouble
