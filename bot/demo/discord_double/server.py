@@ -216,6 +216,7 @@ class DiscordDouble:
         channel_ids: tuple[int, ...] = (700_000_000_000_000_001, 700_000_000_000_000_002),
         default_upload_limit: int = 10 * 1024 * 1024,
         shard_count: int = 1,
+        bot_public: bool = True,
     ) -> None:
         if not channel_ids:
             raise ValueError("the guild needs at least one text channel")
@@ -227,6 +228,9 @@ class DiscordDouble:
         self.guild_id = guild_id
         self.channel_ids = tuple(channel_ids)
         self.default_upload_limit = default_upload_limit
+        #: The application's "Public Bot" switch (GET /applications/@me), on for a new application as on Discord.
+        #: Tests may flip it at run time; the next GET answers with the new value.
+        self.bot_public = bot_public
         # Discord's real limits; tests may loosen them when debugging under a debugger.
         self.callback_deadline: float = 3.0
         self.token_lifetime: float = 15 * 60
@@ -941,7 +945,7 @@ class DiscordDouble:
                 "name": "double-bot",
                 "icon": None,
                 "description": "",
-                "bot_public": True,
+                "bot_public": self.bot_public,
                 "bot_require_code_grant": False,
                 "owner": _payloads.user_object(self.guild_id + 1, "owner"),
                 "team": None,
