@@ -110,3 +110,102 @@ async def test_bot_public_can_start_off() -> None:
     async with DiscordDouble(bot_public=False) as private, aiohttp.ClientSession() as http:
         answer = await http.get(f"{private.api_base}/applications/@me", headers=AUTH)
         assert answer.status == 200 and (await answer.json())["bot_public"] is False
+
+
+# -- members -----------------------------------------------------------------------------------------------
+
+
+async def test_a_member_is_fetched_with_roles_and_join_time_until_they_leave(double: DiscordDouble, bot: Bot) -> None:
+    guild = bot.get_guild(double.guild_id)
+    assert guild is not None
+    member = await guild.fetch_member(REQUESTER_ID)
+    assert member.id == REQUESTER_ID and member.name == "requester"
+    assert [role.id for role in member.roles if not role.is_default()] == [MODERATOR_ROLE]
+    assert member.joined_at is not None
+
+    await double.remove_member(double.guild_id, REQUESTER_ID)
+    removed = await next_of(bot.removed)
+    assert (removed.guild_id, removed.user.id) == (double.guild_id, REQUESTER_ID)
+    assert guild.get_member(REQUESTER_ID) is None and guild.get_member(BYSTANDER_ID) is not None
+    assert not double.is_member(double.guild_id, REQUESTER_ID)
+    with pytest.raises(discord.NotFound) as gone:
+        await guild.fetch_member(REQUESTER_ID)
+    assert gone.value.code == 10007
+    # Still a Discord user: the bot can look them up and write to them.
+    assert (await bot.fetch_user(REQUESTER_ID)).name == "requester"
+    # A member list asked for over the gateway leaves them out.
+    assert REQUESTER_ID not in {m.id for m in await guild.query_members(user_ids=[REQUESTER_ID, BYSTANDER_ID])}
+    # Discord shows a former member nothing in the guild: the double runs nothing for them.
+    await bot.tree.sync(guild=guild)
+    with pytest.raises(LookupError, match="no longer a member"):
+        await double.send_slash_command("video", {"prompt": "a cat"}, user_id=REQUESTER_ID)
+    with pytest.raises(LookupError, match="not a member"):
+        await double.remove_member(double.guild_id, REQUESTER_ID)
+
+    double.add_member(REQUESTER_ID, name="requester", guild_id=double.guild_id)  # they rejoin
+    assert (await guild.fetch_member(REQUESTER_ID)).id == REQUESTER_ID
+    await double.send_slash_command("video", {"prompt": "a cat"}, user_id=REQUESTER_ID)
+    assert (await next_of(bot.interactions)).user.id == REQUESTER_ID
+
+
+async def test_leaving_one_guild_keeps_the_others_and_a_stranger_is_unknown(double: DiscordDouble) -> None:
+    other = double.add_guild()
+    with pytest.raises(ValueError, match="not one of"):
+        await double.remove_member(other + 1, REQUESTER_ID)
+    with pytest.raises(ValueError, match="bot"):
+        await double.remove_member(other, double.bot_user_id)
+    await double.remove_member(other, REQUESTER_ID)
+    async with aiohttp.ClientSession() as http:
+
+        async def member(guild_id: int, user_id: int) -> tuple[int, Any]:
+            answer = await http.get(f"{double.api_base}/guilds/{guild_id}/members/{user_id}", headers=AUTH)
+            return answer.status, await answer.json()
+
+        status, body = await member(double.guild_id, REQUESTER_ID)
+        assert status == 200
+        assert body["user"]["id"] == str(REQUESTER_ID) and body["roles"] == [str(MODERATOR_ROLE)]
+        assert {"joined_at", "nick", "deaf", "mute", "flags", "pending"} <= body.keys()
+        assert await member(other, REQUESTER_ID) == (404, {"code": 10007, "message": "Unknown Member"})
+        assert await member(double.guild_id, 600_000_000_000_000_999) == (
+            404, {"code": 10007, "message": "Unknown Member"}
+        )
+        assert (await member(double.guild_id + 7, REQUESTER_ID))[1]["code"] == 10004  # no such guild
+
+        # A bare gateway client with the members intent: the other guild's member list leaves them out.
+        gateway = await http.ws_connect(double.gateway_url)
+        await gateway.receive_json()
+        await gateway.send_json({"op": 2, "d": {"token": "double-token", "intents": 1 | 1 << 1, "properties": {}}})
+        async with asyncio.timeout(5):
+            frames = [await gateway.receive_json() for _ in range(3)]
+        creates = {f["d"]["id"]: f["d"] for f in frames if f["t"] == "GUILD_CREATE"}
+        first, second = creates[str(double.guild_id)], creates[str(other)]
+        assert str(REQUESTER_ID) in {m["user"]["id"] for m in first["members"]}
+        assert str(REQUESTER_ID) not in {m["user"]["id"] for m in second["members"]}
+        assert second["member_count"] == first["member_count"] - 1
+        await gateway.close()
+
+
+async def test_a_user_option_naming_a_former_member_resolves_a_user_only(double: DiscordDouble) -> None:
+    whois = {
+        "name": "whois",
+        "description": "Who is that",
+        "type": 1,
+        "options": [{"name": "who", "description": "A user", "type": 6, "required": True}],
+    }
+    async with aiohttp.ClientSession() as http:
+        put = await http.put(f"{double.api_base}/applications/{double.application_id}/commands", json=[whois],
+                             headers=AUTH)
+        assert put.status == 200
+        gateway = await http.ws_connect(double.gateway_url)
+        await gateway.receive_json()
+        await gateway.send_json({"op": 2, "d": {"token": "double-token", "intents": 1, "properties": {}}})
+        async with asyncio.timeout(5):
+            [await gateway.receive_json() for _ in range(2)]  # READY, GUILD_CREATE
+        await double.remove_member(double.guild_id, BYSTANDER_ID)  # no GUILD_MEMBERS intent: no event
+        await double.send_slash_command("whois", {"who": BYSTANDER_ID}, user_id=REQUESTER_ID)
+        await double.send_slash_command("whois", {"who": REQUESTER_ID}, user_id=REQUESTER_ID)
+        async with asyncio.timeout(5):
+            former, present = [(await gateway.receive_json())["d"]["data"]["resolved"] for _ in range(2)]
+        assert list(former) == ["users"] and list(former["users"]) == [str(BYSTANDER_ID)]
+        assert list(present["members"]) == [str(REQUESTER_ID)]
+        await gateway.close()

@@ -197,7 +197,8 @@ class DiscordDouble:
     Sharded like Discord: `shard_count` is what GET /gateway/bot recommends and what every IDENTIFY
     must carry; a guild's events go only to the connection of shard `(guild_id >> 22) % shard_count`,
     DMs to shard 0. Extra guilds share the first one's members and roles (ids differ, the @everyone
-    role's included), which is all the bot looks at.
+    role's included), which is all the bot looks at: a member is in every guild but those
+    `remove_member` took them out of.
 
     `messages` holds what the bot posted with POST /channels/{id}/messages (DM channels
     included). Interaction responses and follow-ups live in `webhook_messages`, keyed by
@@ -268,6 +269,8 @@ class DiscordDouble:
         self._members: dict[int, _Member] = {
             self.bot_user_id: _Member(self.bot_user_id, "double-bot", [self._bot_role_id], _payloads.iso_now())
         }
+        # guild id -> users who left it (or were kicked or banned): no longer members there.
+        self._removed: dict[int, set[int]] = {}
         self._channels: dict[int, dict[str, Any]] = {
             cid: _payloads.text_channel_object(cid, guild_id, "general" if i == 0 else f"channel-{i + 1}", i)
             for i, cid in enumerate(self.channel_ids)
@@ -361,14 +364,48 @@ class DiscordDouble:
         """The shards with a live gateway connection."""
         return {session.shard_id for session in self._live_sessions()}
 
-    def add_member(self, user_id: int, *, name: str | None = None, roles: Iterable[int] | None = None) -> None:
-        """Make a user a guild member; unknown role ids become plain roles of the guild."""
-        payload = self._register_member(user_id, name=name, roles=roles)
+    def add_member(
+        self, user_id: int, *, name: str | None = None, roles: Iterable[int] | None = None, guild_id: int | None = None
+    ) -> None:
+        """Make a user a guild member; unknown role ids become plain roles of the guild.
+
+        Members are shared: the user is in every guild but those they were removed from. `guild_id` (default: the
+        first guild) is the one announced in GUILD_MEMBER_ADD, and the one a removed member rejoins.
+        """
+        if guild_id is not None and guild_id not in self._guilds:
+            raise ValueError(f"guild {guild_id} is not one of the double's")
+        payload = self._register_member(user_id, name=name, roles=roles, guild_id=guild_id)
         self._broadcast_soon("GUILD_MEMBER_ADD", payload, intent=_payloads.INTENT_GUILD_MEMBERS)
+
+    async def remove_member(self, guild_id: int, user_id: int) -> None:
+        """The member leaves that guild (left, kicked or banned: Discord tells them apart only by other events).
+
+        From then on GET /guilds/{guild_id}/members/{user_id} answers 404 / 10007 Unknown Member, the guild's member
+        list leaves them out, and they can run nothing there; they stay a Discord user (GET /users, DMs). The guild's
+        shard has been sent GUILD_MEMBER_REMOVE (GUILD_MEMBERS intent) when this returns.
+        `add_member(user_id, guild_id=guild_id)` brings them back.
+        """
+        if guild_id not in self._guilds:
+            raise ValueError(f"guild {guild_id} is not one of the double's")
+        if user_id == self.bot_user_id:
+            raise ValueError("the double cannot take its bot out of a guild")
+        if not self.is_member(guild_id, user_id):
+            raise LookupError(f"user {user_id} is not a member of guild {guild_id}")
+        self._removed.setdefault(guild_id, set()).add(user_id)
+        payload = {"guild_id": str(guild_id), "user": self._users[user_id]}
+        await self._broadcast("GUILD_MEMBER_REMOVE", payload, intent=_payloads.INTENT_GUILD_MEMBERS)
+
+    def is_member(self, guild_id: int, user_id: int) -> bool:
+        """Whether the user is a member of that guild now."""
+        return user_id in self._members and user_id not in self._removed.get(guild_id, ())
+
+    def _guild_members(self, guild_id: int) -> list[_Member]:
+        return [m for m in self._members.values() if self.is_member(guild_id, m.user_id)]
 
     def _register_member(
         self, user_id: int, *, name: str | None, roles: Iterable[int] | None, guild_id: int | None = None
     ) -> dict[str, Any]:
+        guild_id = self.guild_id if guild_id is None else guild_id
         role_ids = list(roles or [])
         for role_id in role_ids:
             if role_id not in self._roles:
@@ -376,7 +413,8 @@ class DiscordDouble:
         member = _Member(user_id, name or f"user{user_id}", role_ids, _payloads.iso_now())
         self._members[user_id] = member
         self._users[user_id] = _payloads.user_object(user_id, member.name)
-        return {"guild_id": str(self.guild_id if guild_id is None else guild_id), **self._member_payload(member)}
+        self._removed.get(guild_id, set()).discard(user_id)
+        return {"guild_id": str(guild_id), **self._member_payload(member)}
 
     def add_role(self, role_id: int, *, name: str | None = None, permissions: int = 0) -> None:
         """Add a guild role, e.g. one with ADMINISTRATOR for permission checks."""
@@ -426,6 +464,8 @@ class DiscordDouble:
 
         User, channel and role options take ids; their objects go into `data.resolved` as Discord sends them.
         `guild_id` without `channel_id` runs it in that guild's first channel (default: the first guild's).
+
+        A user who is no longer a member of the guild (`remove_member`) is refused: Discord shows them nothing there.
         """
         if channel_id is None and guild_id is not None:
             channel_id = self.guild_channel_ids(guild_id)[0]
@@ -435,7 +475,7 @@ class DiscordDouble:
         command, guild_scoped = self._synced_command(top, guild)
         target = _commands.subcommand(command, sub) if sub else command
         data_options = _commands.build_options(target, dict(options or {}))
-        resolved = self._resolved(target, data_options)
+        resolved = self._resolved(target, data_options, guild)
         if sub:
             data_options = [{"name": sub, "type": _commands.OPTION_SUB_COMMAND, "options": data_options}]
         data = self._command_data(command, guild_scoped, data_options, guild)
@@ -451,7 +491,7 @@ class DiscordDouble:
             roles=roles,
         )
 
-    def _resolved(self, command: dict[str, Any], data_options: list[dict[str, Any]]) -> dict[str, Any]:
+    def _resolved(self, command: dict[str, Any], data_options: list[dict[str, Any]], guild_id: int) -> dict[str, Any]:
         resolved: dict[str, dict[str, Any]] = {}
         for option in data_options:
             kind, value = option["type"], option.get("value")
@@ -473,6 +513,8 @@ class DiscordDouble:
                     self._register_member(snowflake, name=None, roles=None)
                 member = self._members[snowflake]
                 resolved.setdefault("users", {})[value] = dict(self._users[snowflake])
+                if not self.is_member(guild_id, snowflake):
+                    continue  # a user who left the guild is resolved as a user only
                 payload = self._member_payload(member, roles=member.roles)
                 payload.pop("user", None)
                 payload["permissions"] = str(self._permissions(member.roles))
@@ -649,6 +691,8 @@ class DiscordDouble:
         shard = self.shard_of(guild_id)
         if shard not in self.connected_shards():
             raise RuntimeError(f"guild {guild_id} is on shard {shard}, which no gateway session has identified as")
+        if user_id in self._members and not self.is_member(guild_id, user_id):
+            raise LookupError(f"user {user_id} is no longer a member of guild {guild_id}: they can use nothing there")
         if user_id not in self._members:
             # Whoever runs a guild command is a member; announce them before the interaction.
             joined = self._register_member(user_id, name=None, roles=roles, guild_id=guild_id)
@@ -727,11 +771,9 @@ class DiscordDouble:
 
     def _guild_payload(self, intents: int, guild_id: int | None = None) -> dict[str, Any]:
         guild = self._guilds[self.guild_id if guild_id is None else guild_id]
+        present = self._guild_members(guild.guild_id)
         # Without the privileged members intent Discord sends only the bot's own member.
-        if intents & _payloads.INTENT_GUILD_MEMBERS:
-            members = list(self._members.values())
-        else:
-            members = [self._members[self.bot_user_id]]
+        members = present if intents & _payloads.INTENT_GUILD_MEMBERS else [self._members[self.bot_user_id]]
         roles = list(self._roles.values())
         if guild.guild_id != self.guild_id:  # every guild's @everyone role has the guild's id
             roles = [{**role, "id": str(guild.guild_id)} if int(role["id"]) == self.guild_id else role
@@ -773,7 +815,7 @@ class DiscordDouble:
             "large": False,
             "unavailable": False,
             "lazy": True,
-            "member_count": len(self._members),
+            "member_count": len(present),
             "members": [self._member_payload(m) for m in members],
             "channels": [self._channels[cid] for cid in guild.channel_ids],
             "threads": [],
@@ -1329,11 +1371,11 @@ class DiscordDouble:
         return _json_response([self._channels[cid] for cid in self._guilds[guild_id].channel_ids])
 
     async def _get_guild_member(self, request: web.Request) -> web.Response:
-        self._check_guild(request)
-        member = self._members.get(int(request.match_info["user_id"]))
-        if member is None:
+        guild_id = self._check_guild(request)
+        user_id = int(request.match_info["user_id"])
+        if not self.is_member(guild_id, user_id):
             raise DiscordError(404, 10007, "Unknown Member")
-        return _json_response(self._member_payload(member))
+        return _json_response(self._member_payload(self._members[user_id]))
 
     # ------------------------------------------------------------------ interactions and webhooks
 
@@ -1624,14 +1666,14 @@ class DiscordDouble:
             return
         query = str(data.get("query") or "").lower()
         user_ids = {int(u) for u in data.get("user_ids") or []}
-        limit = int(data.get("limit") or 0) or len(self._members)
+        guild_id = int(data.get("guild_id") or self.guild_id)
+        present = self._guild_members(guild_id)
+        limit = int(data.get("limit") or 0) or len(present)
         members = [
-            m
-            for m in self._members.values()
-            if (not user_ids or m.user_id in user_ids) and m.name.lower().startswith(query)
+            m for m in present if (not user_ids or m.user_id in user_ids) and m.name.lower().startswith(query)
         ][:limit]
         chunk: dict[str, Any] = {
-            "guild_id": str(data.get("guild_id") or self.guild_id),
+            "guild_id": str(guild_id),
             "members": [self._member_payload(m) for m in members],
             "chunk_index": 0,
             "chunk_count": 1,
