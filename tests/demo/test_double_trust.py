@@ -209,3 +209,142 @@ async def test_a_user_option_naming_a_former_member_resolves_a_user_only(double:
         assert list(former) == ["users"] and list(former["users"]) == [str(BYSTANDER_ID)]
         assert list(present["members"]) == [str(REQUESTER_ID)]
         await gateway.close()
+
+
+# -- application command permissions ----------------------------------------------------------------------
+
+
+async def synced(bot: Bot, guild_id: int) -> dict[str, app_commands.AppCommand]:
+    return {c.name: c for c in await bot.tree.sync(guild=discord.Object(guild_id))}
+
+
+async def test_default_member_permissions_are_kept_as_the_bot_synced_them(double: DiscordDouble, bot: Bot) -> None:
+    answered = await synced(bot, double.guild_id)
+    assert answered["settings"].default_member_permissions == discord.Permissions(manage_guild=True)
+    # discord.py sends the bit set as a number; Discord keeps and returns it as a string ("?string").
+    [put] = [r for r in double.requests if r.method == "PUT"]
+    assert {c["name"]: c["default_member_permissions"] for c in put.json} == {"settings": MANAGE_GUILD, "video": None}
+    stored = {c["name"]: c for c in double.synced_commands[double.guild_id]}
+    assert stored["settings"]["default_member_permissions"] == str(MANAGE_GUILD)
+    assert stored["video"]["default_member_permissions"] is None
+    fetched = {c.name: c for c in await bot.tree.fetch_commands(guild=discord.Object(double.guild_id))}
+    assert fetched["settings"].default_member_permissions == discord.Permissions(manage_guild=True)
+    assert fetched["video"].default_member_permissions is None
+
+
+@pytest.mark.parametrize("value", ["manage", -1, "1.5", True, "²"])
+async def test_a_default_member_permissions_that_is_no_bit_set_is_refused(double: DiscordDouble, value: object) -> None:
+    command = {"name": "ping", "description": "Answer", "type": 1, "default_member_permissions": value}
+    async with aiohttp.ClientSession() as http:
+        put = await http.put(f"{double.api_base}/applications/{double.application_id}/commands", json=[command],
+                             headers=AUTH)
+        assert (put.status, (await put.json())["code"]) == (400, 50035)
+
+
+async def test_an_admins_command_permissions_reach_the_bot_and_its_requests(double: DiscordDouble, bot: Bot) -> None:
+    guild = double.guild_id
+    video = (await synced(bot, guild))["video"]
+    with pytest.raises(discord.NotFound) as none_yet:
+        await video.fetch_permissions(discord.Object(guild))
+    assert none_yet.value.code == 10066
+    assert await bot.http.get_guild_application_command_permissions(double.application_id, guild) == []
+
+    entries = [
+        (MODERATOR_ROLE, ROLE, True), (guild, ROLE, False), (guild - 1, CHANNEL, True), (BYSTANDER_ID, USER, True)
+    ]
+    saved = await double.set_command_permissions(guild, video.id, entries)
+    update = await next_of(bot.permission_updates)
+    assert (update.target_id, update.application_id, update.guild.id) == (video.id, double.application_id, guild)
+    assert [(p.id, p.type, p.permission) for p in update.permissions] == [
+        (MODERATOR_ROLE, discord.AppCommandPermissionType.role, True),
+        (guild, discord.AppCommandPermissionType.role, False),
+        (guild - 1, discord.AppCommandPermissionType.channel, True),
+        (BYSTANDER_ID, discord.AppCommandPermissionType.user, True),
+    ]
+    assert isinstance(update.permissions[2].target, app_commands.AllChannels)
+    fetched = await video.fetch_permissions(discord.Object(guild))
+    assert fetched.id == video.id and [(p.id, p.permission) for p in fetched.permissions] == [
+        (MODERATOR_ROLE, True), (guild, False), (guild - 1, True), (BYSTANDER_ID, True)
+    ]
+    assert saved == {
+        "id": str(video.id),
+        "application_id": str(double.application_id),
+        "guild_id": str(guild),
+        "permissions": [
+            {"id": str(MODERATOR_ROLE), "type": ROLE, "permission": True},
+            {"id": str(guild), "type": ROLE, "permission": False},
+            {"id": str(guild - 1), "type": CHANNEL, "permission": True},
+            {"id": str(BYSTANDER_ID), "type": USER, "permission": True},
+        ],
+    }
+
+    # For the whole application: the entry's id is the application's.
+    await double.set_command_permissions(guild, double.application_id, [(guild, ROLE, False)])
+    assert (await next_of(bot.permission_updates)).target_id == double.application_id
+    listed = await bot.http.get_guild_application_command_permissions(double.application_id, guild)
+    assert sorted(int(p["id"]) for p in listed) == sorted([video.id, double.application_id])
+    whole_app = await bot.http.get_application_command_permissions(double.application_id, guild, double.application_id)
+    assert whole_app["permissions"] == [{"id": str(guild), "type": ROLE, "permission": False}]
+
+    # The double does not enforce them: the bot's own checks get to see the request.
+    await double.send_slash_command("video", {"prompt": "a cat"}, user_id=REQUESTER_ID)
+    assert (await next_of(bot.interactions)).user.id == REQUESTER_ID
+
+    # No entries clear a target; a command deleted by the next sync loses its permissions.
+    cleared = await double.set_command_permissions(guild, double.application_id, [])
+    assert cleared["permissions"] == [] and (await next_of(bot.permission_updates)).permissions == []
+    bot.tree.remove_command("video", guild=discord.Object(guild))
+    await bot.tree.sync(guild=discord.Object(guild))
+    assert await bot.http.get_guild_application_command_permissions(double.application_id, guild) == []
+    assert double.unknown_routes == []
+
+
+async def test_command_permissions_refuse_what_discord_would_not_store(double: DiscordDouble) -> None:
+    guild = double.guild_id
+    with pytest.raises(ValueError, match="neither the application nor a command"):
+        await double.set_command_permissions(guild, 123, [(guild, ROLE, True)])
+    with pytest.raises(ValueError, match="not one of the double's"):
+        await double.set_command_permissions(guild + 5, double.application_id, [])
+    with pytest.raises(ValueError, match="permission type 4"):
+        await double.set_command_permissions(guild, double.application_id, [(guild, 4, True)])
+    with pytest.raises(ValueError, match="two entries"):
+        await double.set_command_permissions(guild, double.application_id, [(guild, ROLE, True), (guild, ROLE, False)])
+    too_many = [(n, USER, True) for n in range(1, 102)]
+    with pytest.raises(ValueError, match="at most 100"):
+        await double.set_command_permissions(guild, double.application_id, too_many)
+    async with aiohttp.ClientSession() as http:
+        base = f"{double.api_base}/applications"
+        foreign = await http.get(f"{base}/{double.application_id + 1}/guilds/{guild}/commands/permissions",
+                                 headers=AUTH)
+        assert (foreign.status, (await foreign.json())["code"]) == (403, 50001)
+        nowhere = await http.get(f"{base}/{double.application_id}/guilds/{guild + 5}/commands/permissions",
+                                 headers=AUTH)
+        assert (nowhere.status, (await nowhere.json())["code"]) == (403, 50001)
+        unset = await http.get(f"{base}/{double.application_id}/guilds/{guild}/commands/{double.application_id}"
+                               "/permissions", headers=AUTH)
+        assert (unset.status, await unset.json()) == (404, {"code": 10066,
+                                                            "message": "Unknown application command permissions"})
+
+
+async def test_a_permissions_update_goes_to_the_guilds_shard_only() -> None:
+    async with DiscordDouble(shard_count=2) as double, aiohttp.ClientSession() as http:
+        home = double.shard_of(double.guild_id)
+        elsewhere = double.add_guild(shard=1 - home)
+        gateways = {}
+        for shard in (0, 1):
+            gateway = await http.ws_connect(double.gateway_url)
+            await gateway.receive_json()
+            await gateway.send_json({"op": 2, "d": {"token": "double-token", "intents": 1, "shard": [shard, 2],
+                                                    "properties": {}}})
+            async with asyncio.timeout(5):
+                [await gateway.receive_json() for _ in range(2)]  # READY, GUILD_CREATE
+            gateways[shard] = gateway
+        await double.set_command_permissions(elsewhere, double.application_id, [(elsewhere - 1, CHANNEL, False)])
+        async with asyncio.timeout(5):
+            frame = await gateways[1 - home].receive_json()
+        assert frame["t"] == "APPLICATION_COMMAND_PERMISSIONS_UPDATE" and frame["d"]["guild_id"] == str(elsewhere)
+        # The home shard got nothing: the next frame it sees answers its heartbeat.
+        await gateways[home].send_json({"op": 1, "d": None})
+        assert (await gateways[home].receive_json())["op"] == 11
+        for gateway in gateways.values():
+            await gateway.close()

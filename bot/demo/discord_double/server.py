@@ -74,6 +74,13 @@ _CALLBACK_TYPES_BY_INTERACTION = {
     },
 }
 
+# Application command permission types: what an entry's id names.
+PERMISSION_ROLE = 1
+PERMISSION_USER = 2
+PERMISSION_CHANNEL = 3
+PERMISSION_TYPES = (PERMISSION_ROLE, PERMISSION_USER, PERMISSION_CHANNEL)
+MAX_COMMAND_PERMISSIONS = 100  # entries per command (or per application) in a guild
+
 MESSAGE_DEFAULT = 0
 MESSAGE_REPLY = 19
 MESSAGE_CHAT_INPUT_COMMAND = 20
@@ -271,6 +278,8 @@ class DiscordDouble:
         }
         # guild id -> users who left it (or were kicked or banned): no longer members there.
         self._removed: dict[int, set[int]] = {}
+        # guild id -> target (a command's id, or the application's for all its commands) -> permission entries.
+        self._command_permissions: dict[int, dict[int, list[dict[str, Any]]]] = {}
         self._channels: dict[int, dict[str, Any]] = {
             cid: _payloads.text_channel_object(cid, guild_id, "general" if i == 0 else f"channel-{i + 1}", i)
             for i, cid in enumerate(self.channel_ids)
@@ -424,6 +433,50 @@ class DiscordDouble:
         self._roles[role_id] = role
         self._broadcast_soon("GUILD_ROLE_CREATE", {"guild_id": str(self.guild_id), "role": role})
 
+    async def set_command_permissions(
+        self, guild_id: int, target_id: int, entries: Iterable[tuple[int, int, bool]]
+    ) -> dict[str, Any]:
+        """What an admin saves under Server Settings > Integrations: who may use a command in that guild.
+
+        `target_id` is a synced command's id, or `application_id` for all the application's commands. `entries` are
+        `(id, type, permission)`: type 1 role, 2 user, 3 channel; the guild's id stands for @everyone and guild id - 1
+        for all channels. They replace the target's entries (none clears them). Returns the guild application command
+        permissions object, which the GET routes now answer with; the guild's shard has been sent it as
+        APPLICATION_COMMAND_PERMISSIONS_UPDATE (an event of no intent) when this returns.
+        """
+        if guild_id not in self._guilds:
+            raise ValueError(f"guild {guild_id} is not one of the double's")
+        commands = {int(c["id"]) for scope in (None, guild_id) for c in self.synced_commands.get(scope, [])}
+        if target_id != self.application_id and target_id not in commands:
+            raise ValueError(f"{target_id} is neither the application nor a command synced for guild {guild_id}")
+        wire: list[dict[str, Any]] = []
+        for entry_id, kind, permission in entries:
+            if kind not in PERMISSION_TYPES:
+                raise ValueError(f"permission type {kind} is not one of {PERMISSION_TYPES}")
+            if any(e["id"] == str(entry_id) and e["type"] == kind for e in wire):
+                raise ValueError(f"two entries for {entry_id} of type {kind}")
+            wire.append({"id": str(entry_id), "type": kind, "permission": bool(permission)})
+        if len(wire) > MAX_COMMAND_PERMISSIONS:
+            raise ValueError(f"at most {MAX_COMMAND_PERMISSIONS} entries, got {len(wire)}")
+        targets = self._command_permissions.setdefault(guild_id, {})
+        if wire:
+            targets[target_id] = wire
+        else:
+            targets.pop(target_id, None)
+        payload = self._command_permissions_object(guild_id, target_id, wire)
+        await self._broadcast("APPLICATION_COMMAND_PERMISSIONS_UPDATE", payload)
+        return payload
+
+    def _command_permissions_object(
+        self, guild_id: int, target_id: int, entries: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        return {
+            "id": str(target_id),
+            "application_id": str(self.application_id),
+            "guild_id": str(guild_id),
+            "permissions": [dict(e) for e in entries],
+        }
+
     def forbid_channel(self, channel_id: int) -> None:
         """Posting in that channel answers 403 / 50001 Missing Access."""
         self._forbidden_channels.add(channel_id)
@@ -465,7 +518,9 @@ class DiscordDouble:
         User, channel and role options take ids; their objects go into `data.resolved` as Discord sends them.
         `guild_id` without `channel_id` runs it in that guild's first channel (default: the first guild's).
 
-        A user who is no longer a member of the guild (`remove_member`) is refused: Discord shows them nothing there.
+        The command's `default_member_permissions` and the guild's command permissions (`set_command_permissions`)
+        are not applied: the interaction is sent whoever runs it, as if a client had let them, so that tests reach
+        the bot's own checks. Only a user who is no longer a member of the guild (`remove_member`) is refused.
         """
         if channel_id is None and guild_id is not None:
             channel_id = self.guild_channel_ids(guild_id)[0]
@@ -842,6 +897,16 @@ class DiscordDouble:
             ("PUT", r"/applications/{app_id:\d+}/commands", self._put_commands),
             ("GET", r"/applications/{app_id:\d+}/guilds/{guild_id:\d+}/commands", self._get_commands),
             ("PUT", r"/applications/{app_id:\d+}/guilds/{guild_id:\d+}/commands", self._put_commands),
+            (
+                "GET",
+                r"/applications/{app_id:\d+}/guilds/{guild_id:\d+}/commands/permissions",
+                self._get_guild_command_permissions,
+            ),
+            (
+                "GET",
+                r"/applications/{app_id:\d+}/guilds/{guild_id:\d+}/commands/{command_id:\d+}/permissions",
+                self._get_command_permissions,
+            ),
             ("POST", r"/interactions/{interaction_id:\d+}/{token}/callback", self._interaction_callback),
             ("POST", r"/webhooks/{app_id:\d+}/{token}", self._execute_webhook),
             ("GET", r"/webhooks/{app_id:\d+}/{token}/messages/{message_id}", self._get_webhook_message),
@@ -1028,7 +1093,6 @@ class DiscordDouble:
             key = (scope, kind, command["name"])
             command_id = self._command_ids.setdefault(key, str(self._ids.next()))
             echoed: dict[str, Any] = {
-                "default_member_permissions": None,
                 "nsfw": False,
                 "options": [],
                 **command,
@@ -1036,12 +1100,39 @@ class DiscordDouble:
                 "type": kind,
                 "application_id": str(self.application_id),
                 "version": str(self._ids.next()),
+                "default_member_permissions": _commands.default_member_permissions(
+                    command.get("default_member_permissions")
+                ),
             }
             if scope is not None:
                 echoed["guild_id"] = str(scope)
             stored.append(echoed)
         self.synced_commands[scope] = stored
+        # "Deleting or renaming a command will permanently delete all permissions for the command."
+        live = {int(c["id"]) for synced in self.synced_commands.values() for c in synced}
+        for targets in self._command_permissions.values():
+            for target_id in [t for t in targets if t != self.application_id and t not in live]:
+                del targets[target_id]
         return _json_response(stored)
+
+    def _command_guild(self, request: web.Request) -> int:
+        guild_id = self._command_scope(request)
+        assert guild_id is not None, "the route names a guild"
+        return guild_id
+
+    async def _get_guild_command_permissions(self, request: web.Request) -> web.Response:
+        """Only the targets that have entries: a command nobody configured is not listed."""
+        guild_id = self._command_guild(request)
+        targets = self._command_permissions.get(guild_id, {})
+        return _json_response([self._command_permissions_object(guild_id, t, e) for t, e in targets.items()])
+
+    async def _get_command_permissions(self, request: web.Request) -> web.Response:
+        guild_id = self._command_guild(request)
+        target_id = int(request.match_info["command_id"])
+        entries = self._command_permissions.get(guild_id, {}).get(target_id)
+        if entries is None:
+            raise DiscordError(404, 10066, "Unknown application command permissions")
+        return _json_response(self._command_permissions_object(guild_id, target_id, entries))
 
     # ------------------------------------------------------------------ messages (shared)
 
