@@ -15,7 +15,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .server import DiscordDouble, DiscordError, InteractionRecord, RecordedRequest
+from ._http import DiscordError, RecordedRequest
+from ._state import InteractionRecord
+from .server import DiscordDouble
 
 __all__ = [
     "API_BASE_ENV",

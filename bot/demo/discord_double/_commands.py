@@ -25,6 +25,7 @@ SUPPORTED_OPTION_TYPES = {OPTION_STRING, OPTION_INTEGER, OPTION_BOOLEAN, OPTION_
 COMMAND_CHAT_INPUT = 1
 MAX_SAFE_INTEGER = 2**53 - 1
 _NAME = re.compile(r"^[-_\w]{1,32}$")
+_BIT_SET = re.compile(r"[0-9]+")
 
 
 class CommandSchemaError(ValueError):
@@ -110,11 +111,24 @@ def validate_commands(commands: object) -> list[dict[str, Any]]:
                 command.get("description_localizations"), f"{index}.description_localizations", limit=100
             )
             _check_option_list(command.get("options") or [], f"{index}.options")
+        default_member_permissions(command.get("default_member_permissions"))
         key = (kind, command["name"])
         if key in keys:
             raise CommandSchemaError(f"{index}: duplicate command name {command['name']!r}")
         keys.add(key)
     return commands
+
+
+def default_member_permissions(value: object) -> str | None:
+    """A command's `default_member_permissions` as Discord stores and returns it: a bit set as a string, or null.
+
+    discord.py sends an integer; Discord takes either and always answers with the string.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str) or not _BIT_SET.fullmatch(str(value)):
+        raise CommandSchemaError(f"default_member_permissions must be a permission bit set, got {value!r}")
+    return str(int(value))
 
 
 def find_option(command: dict[str, Any], name: str) -> dict[str, Any]:
