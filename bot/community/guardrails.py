@@ -1,4 +1,7 @@
-"""Community limits on a shared key: who may ask, where, how often, and how much is spent per day and month."""
+"""Community limits on a shared key: what may be asked, how often, and how much is spent per day and month.
+
+Who may ask, and where, is the trust model's (bot/community/trust.py).
+"""
 
 from __future__ import annotations
 
@@ -7,29 +10,8 @@ from collections.abc import Collection
 from bot.community.blocklist import blocked_term
 from bot.community.server_rules import ServerSettings
 from bot.community.windows import day_bounds, month_bounds
-from bot.config.settings import Settings
 from bot.store.jobs import Admission, AdmissionRefused, SpendCap
 from bot.store.servers import MemberRecord
-
-
-def check_host(settings: Settings, guild_id: int | None, *, paused: bool) -> None:
-    """The host's rules, above every server's: a pause of /video, and which servers may use the bot."""
-    if paused:
-        raise AdmissionRefused("paused", None)
-    if settings.allowed_guild_ids and guild_id not in settings.allowed_guild_ids:
-        raise AdmissionRefused("server_not_allowed", None)
-
-
-def check_member(
-    server: ServerSettings, member: MemberRecord, channel_id: int, role_ids: Collection[int]
-) -> None:
-    """Refuse requests from channels, roles or members the server's admins have not allowed."""
-    if member.blocked:
-        raise AdmissionRefused("member_blocked", None)
-    if server.allowed_channel_ids and channel_id not in server.allowed_channel_ids:
-        raise AdmissionRefused("channel", None)
-    if server.allowed_role_ids and not server.allowed_role_ids & set(role_ids):
-        raise AdmissionRefused("role", None, roles=sorted(server.allowed_role_ids))
 
 
 def check_prompt(prompt: str, terms: Collection[str]) -> None:

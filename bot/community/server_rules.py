@@ -1,5 +1,8 @@
 """Per-server settings: the host's environment gives the defaults, each server's admins override them.
 
+The host's caps, cooldown and videos in flight are also ceilings (`CEILING_KEYS`): a server may set something
+stricter, never looser, and a stored value that a later, stricter host value undercuts is held to it when read.
+
 Every setting is read from the database at the moment it is needed, so a change made with /settings
 holds for the next request, in every process on the database, with no restart and no cache to go stale.
 """
@@ -51,6 +54,8 @@ class ServerSettings:
     reroll_by: RerollBy = "requester"
     confirm_before_spending: bool = False
     from_server: frozenset[str] = field(default=frozenset(), compare=False)
+    #: The server's own values that are looser than the host's ceiling now: the ceiling holds instead.
+    held_to_host: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def zone(self) -> ZoneInfo:
@@ -58,11 +63,32 @@ class ServerSettings:
 
 
 SettingKey = str
-SETTING_KEYS: tuple[SettingKey, ...] = tuple(f.name for f in fields(ServerSettings) if f.name != "from_server")
+SETTING_KEYS: tuple[SettingKey, ...] = tuple(
+    f.name for f in fields(ServerSettings) if f.name not in ("from_server", "held_to_host")
+)
+
+#: The settings whose host value (the environment's) is also a ceiling over every server.
+CEILING_KEYS: tuple[SettingKey, ...] = (
+    "guild_daily_cap_yen", "guild_monthly_cap_yen", "member_daily_cap_yen", "member_monthly_cap_yen",
+    "cooldown_seconds", "max_active_jobs",
+)
+#: Of those, the ones where stricter is more (a longer cooldown); for the others stricter is less, and none
+#: (no cap) is the loosest of all.
+AT_LEAST: frozenset[SettingKey] = frozenset({"cooldown_seconds"})
+
+
+def within(key: SettingKey, value: Any, ceiling: Any) -> bool:
+    """Whether a server's value is as strict as the host's ceiling, or stricter."""
+    if key in AT_LEAST:
+        return bool(value >= ceiling)
+    if ceiling is None:
+        return True  # the host set no cap: any cap, or none, is within it
+    return value is not None and bool(value <= ceiling)
 
 
 def defaults_from(settings: Settings) -> ServerSettings:
-    """The environment's values: what a server that set nothing gets (as before per-server settings)."""
+    """The environment's values: what a server that set nothing gets, and for CEILING_KEYS the most any server
+    may set (a server makes them stricter only)."""
     return ServerSettings(
         guild_daily_cap_yen=settings.guild_daily_budget_yen,
         guild_monthly_cap_yen=settings.guild_monthly_budget_yen,
@@ -83,6 +109,23 @@ class InvalidSetting(ValueError):
         self.key = key
         self.value = value
         super().__init__(f"{key} cannot be {value!r}")
+
+
+@dataclass(frozen=True)
+class Breach:
+    """A value asked for that is looser than the host's ceiling."""
+
+    key: SettingKey
+    value: Any
+    ceiling: Any
+
+
+class LooserThanHost(InvalidSetting):
+    """A change asked for something looser than the host allows: nothing was changed."""
+
+    def __init__(self, breaches: tuple[Breach, ...]) -> None:
+        self.breaches = breaches
+        super().__init__(breaches[0].key, breaches[0].value)
 
 
 # -- values: checked the same way when an admin sets them and when they are read back -------------
@@ -217,8 +260,21 @@ class ServerRules:
     """Reads and changes one server's settings, blocklist and member records."""
 
     def __init__(self, store: ServerStore, defaults: ServerSettings) -> None:
+        """`defaults`: the host's values (bot/config/settings.py), which are also the ceilings of CEILING_KEYS."""
         self.store = store
         self.defaults = defaults
+
+    def ceiling(self, key: SettingKey) -> Any:
+        """The host's ceiling of a CEILING_KEYS setting."""
+        return getattr(self.defaults, key)
+
+    def _check_ceilings(self, checked: Mapping[SettingKey, Any]) -> None:
+        breaches = tuple(
+            Breach(key, value, self.ceiling(key)) for key, value in checked.items()
+            if key in CEILING_KEYS and not within(key, value, self.ceiling(key))
+        )
+        if breaches:
+            raise LooserThanHost(breaches)
 
     async def effective(self, guild_id: int | None) -> ServerSettings:
         if guild_id is None:
@@ -227,20 +283,28 @@ class ServerRules:
 
     def _effective(self, guild_id: int, stored: Mapping[str, StoredSetting]) -> ServerSettings:
         values: dict[str, Any] = {}
+        held: set[str] = set()
         for key, setting in stored.items():
             try:
                 values[key] = check_value(key, setting.value)
             except InvalidSetting:
                 # A damaged or outdated row must not stop the server: its default holds, and the host hears of it.
                 log.warning("server %s: stored setting %s is unusable; using the default", guild_id, key)
-        return replace(self.defaults, **values, from_server=frozenset(values))
+                continue
+            if key in CEILING_KEYS and not within(key, values[key], self.ceiling(key)):
+                # Set before the host made its own value stricter: the host's holds.
+                values[key] = self.ceiling(key)
+                held.add(key)
+        return replace(self.defaults, **values, from_server=frozenset(values), held_to_host=frozenset(held))
 
     # An edit reads the current value and writes the next one: both happen in one write transaction of the
     # store (ServerStore.edit_settings), so two admins editing at once, in one process or two, lose neither change.
 
     async def change(self, guild_id: int, by_user_id: int, values: Mapping[SettingKey, Any]) -> list[Change]:
-        """Set the given settings (validated first, all or none); returns what actually changed."""
+        """Set the given settings (validated first, all or none); returns what actually changed. Raises
+        LooserThanHost, with nothing changed, when a value is looser than the host's ceiling."""
         checked = {key: check_value(key, value) for key, value in values.items()}
+        self._check_ceilings(checked)
         return await self.store.edit_settings(
             guild_id, by_user_id, lambda stored: _changes(checked, self._effective(guild_id, stored))
         )
@@ -251,7 +315,9 @@ class ServerRules:
         """Set `key` to `update(its current value)`, with no other change in between (adding a channel, say)."""
         def decide(stored: Mapping[str, StoredSetting]) -> tuple[SettingWrites, list[Change]]:
             current = self._effective(guild_id, stored)
-            return _changes({key: check_value(key, update(getattr(current, key)))}, current)
+            checked = {key: check_value(key, update(getattr(current, key)))}
+            self._check_ceilings(checked)
+            return _changes(checked, current)
 
         return await self.store.edit_settings(guild_id, by_user_id, decide)
 
@@ -286,6 +352,7 @@ def _changes(checked: Mapping[SettingKey, Any], current: ServerSettings) -> tupl
     changes = [
         Change(key, getattr(current, key), value)
         for key, value in checked.items()
-        if value != getattr(current, key) or key not in current.from_server
+        # A value held to the host's ceiling is written again even when it equals what holds now: the admin's.
+        if value != getattr(current, key) or key not in current.from_server or key in current.held_to_host
     ]
     return {c.key: (_stored(c.old), _stored(c.new), False) for c in changes}, changes

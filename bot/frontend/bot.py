@@ -18,6 +18,7 @@ from typing import Any, Protocol, Self
 import discord
 from discord.ext import commands, tasks
 
+from bot.community import trust
 from bot.config.settings import Settings
 from bot.config.shards import ShardPlan
 from bot.frontend.buttons import DYNAMIC_ITEMS
@@ -189,8 +190,7 @@ class VideoBot(commands.AutoShardedBot):
 
     async def leave_if_unlisted(self, guild: discord.Guild) -> bool:
         """With a server list and LEAVE_UNLISTED_GUILDS, the bot leaves servers the host has not listed."""
-        allowed = self.settings.allowed_guild_ids
-        if not allowed or guild.id in allowed or not self.settings.leave_unlisted_guilds:
+        if trust.Host(self.settings.allowed_guild_ids).lists(guild.id) or not self.settings.leave_unlisted_guilds:
             return False
         log.warning("leaving server %s: it is not in ALLOWED_GUILD_IDS", guild.id)
         await guild.leave()

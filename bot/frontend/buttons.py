@@ -5,22 +5,29 @@ Each is a `DynamicItem` whose custom id carries the bot's own row id (a job's or
 service's id), registered at start-up (`VideoBot.setup_hook`), so a button keeps working after a restart.
 A click reads everything from the database; a click on a row the bot no longer has gets a private answer.
 Whatever spends money goes through `VideoRequests.record` and `send`, exactly as `/video` does.
+
+Dynamic items do not pass the command tree's `interaction_check`: each click asks the trust model itself
+(bot/community/trust.py, its actions in `ACTIONS`), first with what the interaction alone tells (the host's
+rules), then with the row it is about (whose it is, the message the bot wrote for it, the server's rules).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
-from typing import Any, ClassVar, Protocol, Self, cast
+from typing import Any, ClassVar, Protocol, Self, TypeVar, cast
 
 import discord
 
+from bot.community import trust
 from bot.core.lifecycle import JobState
 from bot.core.log_context import job_fields
-from bot.frontend import embeds
+from bot.frontend import embeds, gate
 from bot.frontend.discord_text import fit_content, plain
 from bot.frontend.i18n import t, yen
 from bot.frontend.tree import answer_error, respond
@@ -29,9 +36,14 @@ from bot.jobs.offers import Offers, new_seed, request_of
 from bot.service.catalogue import Catalogue, choose_model
 from bot.store.jobs import IllegalTransition, Job, JobNotFound, NewJob, Offer, OfferOutcome, StoreUnavailable
 
+#: A click can come a moment after its message was shown but before the message's id is recorded (a video's
+#: delivery, an offer, a request's "waiting" notice): it waits this long for the record, then is refused.
+RECORD_GRACE_SECONDS = 1.5
+
 log = logging.getLogger(__name__)
 
 Interaction = discord.Interaction[Any]
+R = TypeVar("R")
 Button = discord.ui.Button[discord.ui.View]
 
 
@@ -71,6 +83,8 @@ class _RowButton(discord.ui.DynamicItem[Button], template=r"(?!)"):  # matches n
 
     ID_FORMAT: ClassVar[str]
     STYLE: ClassVar[discord.ButtonStyle] = discord.ButtonStyle.secondary
+    #: The trust model's actions a click on this button is (docs/trust.md lists them).
+    ACTIONS: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, *, id_format: str) -> None:
         cls.ID_FORMAT = id_format
@@ -85,19 +99,58 @@ class _RowButton(discord.ui.DynamicItem[Button], template=r"(?!)"):  # matches n
         return cls(int(match["id"]), getattr(item, "label", None) or "")
 
     async def callback(self, interaction: Interaction) -> None:
-        await _guarded(interaction, self.clicked)
+        await _guarded(interaction, self._gated)
+
+    async def _gated(self, interaction: Interaction) -> None:
+        # The host's rules from the interaction alone, before any row is read: an unlisted server hears one short
+        # refusal. A click in a DM has no server of its own: its row's is checked once the row is read.
+        if interaction.guild_id is not None:
+            # One check per distinct gate (Confirm and Generate share theirs).
+            gates = {trust.checks(action, trust.GATE): action for action in self.ACTIONS}
+            for action in gates.values():
+                if not await _allowed(interaction, action, trust.GATE):
+                    return
+        await self.clicked(interaction)
 
     async def clicked(self, interaction: Interaction) -> None:
         raise NotImplementedError
+
+
+async def _allowed(interaction: Interaction, action: str, stages: Collection[trust.Stage], *,
+                   target: trust.Target | None = None, reroll: trust.Reroll | None = None,
+                   member: trust.MemberRules | None = None) -> bool:
+    """The trust model's answer for this click; a refusal is answered here, privately."""
+    decision = await gate.decide(interaction, action, stages, target=target, reroll=reroll, member=member)
+    if decision.allowed:
+        return True
+    log.info("%s refused for user %s in server %s: %s", action, interaction.user.id, interaction.guild_id,
+             decision.check)
+    await respond(interaction, fit_content(gate.refusal_text(decision, interaction.locale.value)), ephemeral=True)
+    return False
+
+
+#: What a click is checked at once its row is read (the member rules too, for Re-roll: at the click).
+_ON_ITS_ROW = frozenset({trust.Stage.HOST, trust.Stage.CALLER, trust.Stage.TARGET})
+
+
+async def _recorded(read: Callable[[], Awaitable[R | None]], message_of: Callable[[R], int | None]) -> R | None:
+    """The row, once the message the bot wrote for it is recorded (or RECORD_GRACE_SECONDS have passed)."""
+    row = await read()
+    deadline = time.monotonic() + RECORD_GRACE_SECONDS
+    while row is not None and message_of(row) is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        row = await read()
+    return row
 
 
 # -- the request flow shared by /video and the buttons that spend -------------------------------------
 
 
 async def start_request(interaction: Interaction, request: NewJob, role_ids: Collection[int], *,
-                        offer_id: int | None = None,
+                        action: str = trust.VIDEO, offer_id: int | None = None,
                         acknowledge: Callable[[], Awaitable[object]] | None = None) -> None:
-    """Record (every rule), acknowledge, send, show the receipt; Cancel is offered while it waits for its turn.
+    """Record (every rule of `action`), acknowledge, send, show the receipt; Cancel is offered while it waits for
+    its turn.
 
     Recorded before acknowledged: a process killed in between leaves a request that start-up ends and tells. A
     slash command's first answer is a deferral; a button's is `acknowledge` (its message updated), so its answers
@@ -106,7 +159,7 @@ async def start_request(interaction: Interaction, request: NewJob, role_ids: Col
     host = _host(interaction)
     requests = host.requests
     try:
-        job = await requests.record(request, role_ids)
+        job = await requests.record(request, role_ids, action=action)
     except Exception:
         if acknowledge is not None:
             # Refused (or not recorded): the used offer's buttons go all the same; the refusal follows.
@@ -140,6 +193,8 @@ async def start_request(interaction: Interaction, request: NewJob, role_ids: Col
             reply = await interaction.edit_original_response(content=text, view=view)
         else:
             reply = await interaction.followup.send(text, view=view, ephemeral=True, wait=True)
+        # Cancel counts only from this message (its receipt later, the same message).
+        await requests.remember_reply(job, reply.id)
 
     try:
         job = await requests.send(job, on_waiting=waiting)
@@ -178,8 +233,16 @@ def offer_view(offer: Offer, locale: str) -> discord.ui.View:
 async def show_offer(interaction: Interaction, offer: Offer, text: str) -> None:
     """The offer, privately, with its buttons; at its expiry, unless used, it says so and loses them."""
     locale = interaction.locale.value
-    await interaction.response.send_message(fit_content(text), view=offer_view(offer, locale), ephemeral=True,
-                                            allowed_mentions=discord.AllowedMentions.none())
+    sent = await interaction.response.send_message(fit_content(text), view=offer_view(offer, locale),
+                                                   ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+    message_id = sent.message_id if sent is not None else None
+    if message_id is None:
+        message_id = (await interaction.original_response()).id
+    try:
+        # Its buttons count only from this message; unrecorded, every click on them is refused.
+        await _host(interaction).offers.shown(offer.id, message_id)
+    except StoreUnavailable as exc:
+        log.warning("offer %d: its message could not be recorded (%s); its buttons will be refused", offer.id, exc)
 
     async def expired() -> None:
         with contextlib.suppress(discord.HTTPException):
@@ -188,11 +251,12 @@ async def show_offer(interaction: Interaction, offer: Offer, text: str) -> None:
     _host(interaction).offers.expire_later(offer, expired)
 
 
-async def offer_confirmation(interaction: Interaction, request: NewJob) -> None:
+async def offer_confirmation(interaction: Interaction, request: NewJob, role_ids: Collection[int]) -> None:
     """Confirm before spending: /video answers with the price, model and prompt, and Generate and Cancel."""
     host = _host(interaction)
+    # /video's own rules now (no Generate for a member who may not ask here); Generate checks them again.
+    server = (await host.requests.admit(request, role_ids, action=trust.VIDEO)).server
     # The same choice `record` makes, to name the price; `record` makes it again (and checks it) on Generate.
-    server = await host.requests.rules.effective(request.guild_id)
     model = choose_model(host.catalogue, request.model or None, allowed=server.allowed_models,
                          default=server.default_model)
     host.requests.validate(request.prompt, request.seed, model.id)
@@ -207,37 +271,50 @@ async def offer_confirmation(interaction: Interaction, request: NewJob) -> None:
 # -- on a posted video ---------------------------------------------------------------------------------
 
 
-async def _known_job(interaction: Interaction, job_id: int) -> Job | None:
-    try:
-        job = await _host(interaction).requests.get(job_id)
-    except JobNotFound:
-        job = None
-    if job is None or (interaction.guild_id is not None and job.guild_id != interaction.guild_id):
+async def _job(interaction: Interaction, job_id: int, message_of: Callable[[Job], int | None]) -> Job | None:
+    """The job a click is about (once the message it names is recorded); a job the bot no longer has is answered."""
+    requests = _host(interaction).requests
+
+    async def read() -> Job | None:
+        try:
+            return await requests.get(job_id)
+        except JobNotFound:
+            return None
+
+    job = await _recorded(read, message_of)
+    if job is None:
         await _private(interaction, "button.unknown")
-        return None
     return job
 
 
-async def _may_reroll(interaction: Interaction, job: Job) -> bool:
-    if job.guild_id is not None and interaction.user.id != job.user_id:
-        server = await _host(interaction).requests.rules.effective(job.guild_id)
-        if server.reroll_by == "requester":
-            await _private(interaction, "reroll.not_allowed")
-            return False
-    if not job.prompt:
-        await _private(interaction, "reroll.prompt_erased", ref=job.reference)
-        return False
-    return True
+def _posted(job: Job) -> int | None:
+    return job.delivered_message_id
+
+
+def _job_target(job: Job, message_id: int | None) -> trust.Target:
+    return trust.Target(job.user_id, job.guild_id, message_id)
 
 
 class RerollButton(_RowButton, id_format="video:reroll:{id}"):
     STYLE = discord.ButtonStyle.primary
+    ACTIONS = (trust.REROLL,)
 
     async def clicked(self, interaction: Interaction) -> None:
-        job = await _known_job(interaction, self.row_id)
-        if job is None or not await _may_reroll(interaction, job):
+        job = await _job(interaction, self.row_id, _posted)
+        if job is None:
             return
         host = _host(interaction)
+        # For the server the video belongs to (a click on its DM copy too), read now.
+        rules = await host.requests.rules.for_request(job.guild_id, interaction.user.id)
+        if not await _allowed(
+            interaction, trust.REROLL, trust.EVERY_STAGE, target=_job_target(job, _posted(job)),
+            reroll=trust.Reroll(job.user_id, rules.server.reroll_by),
+            member=trust.MemberRules.of(rules.server, rules.member, job.channel_id, _roles(interaction)),
+        ):
+            return
+        if not job.prompt:
+            await _private(interaction, "reroll.prompt_erased", ref=job.reference)
+            return
         locale = interaction.locale.value
         price = host.catalogue.price_of(job.model)  # raises ModelUnavailable for a model gone since
         offer = await host.offers.reroll(job.id, user_id=interaction.user.id, guild_id=job.guild_id,
@@ -248,15 +325,14 @@ class RerollButton(_RowButton, id_format="video:reroll:{id}"):
 
 
 class DeleteButton(_RowButton, id_format="video:delete:{id}"):
+    ACTIONS = (trust.DELETE,)
 
     async def clicked(self, interaction: Interaction) -> None:
-        job = await _known_job(interaction, self.row_id)
-        if job is None:
+        job = await _job(interaction, self.row_id, _posted)
+        if job is None or not await _allowed(interaction, trust.DELETE, _ON_ITS_ROW,
+                                             target=_job_target(job, _posted(job))):
             return
         # The post goes; the job stays in the ledger.
-        if interaction.user.id != job.user_id and not interaction.permissions.manage_messages:
-            await _private(interaction, "delete.refused")
-            return
         await _private(interaction, "delete.done")
         if interaction.message is not None:
             await interaction.message.delete()
@@ -273,15 +349,21 @@ def video_buttons(job: Job) -> discord.ui.View:
 # -- on an offer -----------------------------------------------------------------------------------------
 
 
-async def _own_offer(interaction: Interaction, offer_id: int) -> Offer | None:
-    offer = await _host(interaction).offers.get(offer_id)
+def _offer_action(offer: Offer) -> str:
+    return trust.CONFIRM if offer.kind == "reroll" else trust.GENERATE
+
+
+async def _offer(interaction: Interaction, offer_id: int) -> Offer | None:
+    """The offer a click is about (once its message is recorded); one the bot no longer has is answered."""
+    offers = _host(interaction).offers
+    offer = await _recorded(lambda: offers.get(offer_id), lambda offer: offer.message_id)
     if offer is None:
         await _private(interaction, "button.unknown")
-        return None
-    if offer.user_id != interaction.user.id:
-        await _private(interaction, "button.not_yours")
-        return None
     return offer
+
+
+def _offer_target(offer: Offer) -> trust.Target:
+    return trust.Target(offer.user_id, offer.guild_id, offer.message_id)
 
 
 async def _use(interaction: Interaction, offer: Offer, outcome: OfferOutcome) -> bool:
@@ -298,20 +380,37 @@ async def _use(interaction: Interaction, offer: Offer, outcome: OfferOutcome) ->
 
 class OfferGoButton(_RowButton, id_format="video:offer:{id}:go"):
     STYLE = discord.ButtonStyle.success
+    #: A re-roll's Confirm, or a /video's Generate: one button, two actions.
+    ACTIONS = (trust.CONFIRM, trust.GENERATE)
 
     async def clicked(self, interaction: Interaction) -> None:
-        offer = await _own_offer(interaction, self.row_id)
+        offer = await _offer(interaction, self.row_id)
         if offer is None:
             return
+        host = _host(interaction)
+        action = _offer_action(offer)
         prompt: str | None = None
         seed: int | None = None
+        reroll: trust.Reroll | None = None
+        source: Job | None = None
         if offer.kind == "reroll":
             assert offer.source_job_id is not None
-            source = await _known_job(interaction, offer.source_job_id)
-            if source is None or not await _may_reroll(interaction, source):
+            try:
+                source = await host.requests.get(offer.source_job_id)
+            except JobNotFound:
+                await _private(interaction, "button.unknown")
+                return
+            # Who may re-roll is read again now: an admin may have changed it since the offer.
+            reroll = trust.Reroll(source.user_id, (await host.requests.rules.effective(source.guild_id)).reroll_by)
+        # The member rules and the spending limits are checked when the request is recorded, below.
+        if not await _allowed(interaction, action, _ON_ITS_ROW, target=_offer_target(offer), reroll=reroll):
+            return
+        if source is not None:
+            if not source.prompt:
+                await _private(interaction, "reroll.prompt_erased", ref=source.reference)
                 return
             prompt = source.prompt
-            seed = new_seed(_host(interaction).catalogue.get(source.model))
+            seed = new_seed(host.catalogue.get(source.model))
         if not await _use(interaction, offer, "used"):
             return
         request = request_of(
@@ -320,15 +419,19 @@ class OfferGoButton(_RowButton, id_format="video:offer:{id}:go"):
             upload_limit_bytes=interaction.filesize_limit,
         )
         # Once recorded, the offer's message keeps its text and loses its buttons; the request's answers follow.
-        await start_request(interaction, request, _roles(interaction), offer_id=offer.id,
+        await start_request(interaction, request, _roles(interaction), action=action, offer_id=offer.id,
                             acknowledge=lambda: interaction.response.edit_message(view=None))
 
 
 class OfferCancelButton(_RowButton, id_format="video:offer:{id}:cancel"):
+    ACTIONS = (trust.CANCEL_OFFER,)
 
     async def clicked(self, interaction: Interaction) -> None:
-        offer = await _own_offer(interaction, self.row_id)
-        if offer is None or not await _use(interaction, offer, "cancelled"):
+        offer = await _offer(interaction, self.row_id)
+        if offer is None or not await _allowed(interaction, trust.CANCEL_OFFER, _ON_ITS_ROW,
+                                               target=_offer_target(offer)):
+            return
+        if not await _use(interaction, offer, "cancelled"):
             return
         await interaction.response.edit_message(content=t(interaction.locale.value, "offer.cancelled"), view=None)
 
@@ -336,14 +439,17 @@ class OfferCancelButton(_RowButton, id_format="video:offer:{id}:cancel"):
 # -- on a request waiting for the bot's turn ------------------------------------------------------------------
 
 
+def _waiting_notice(job: Job) -> int | None:
+    return job.reply_message_id
+
+
 class CancelJobButton(_RowButton, id_format="video:job:{id}:cancel"):
+    ACTIONS = (trust.CANCEL_REQUEST,)
 
     async def clicked(self, interaction: Interaction) -> None:
-        job = await _known_job(interaction, self.row_id)
-        if job is None:
-            return
-        if job.user_id != interaction.user.id:
-            await _private(interaction, "button.not_yours")
+        job = await _job(interaction, self.row_id, _waiting_notice)
+        if job is None or not await _allowed(interaction, trust.CANCEL_REQUEST, _ON_ITS_ROW,
+                                             target=_job_target(job, _waiting_notice(job))):
             return
         locale = interaction.locale.value
         try:

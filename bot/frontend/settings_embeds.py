@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import discord
 
-from bot.community.server_rules import SETTING_KEYS, Change, ServerSettings, SettingKey
+from bot.community.server_rules import (
+    AT_LEAST,
+    CEILING_KEYS,
+    SETTING_KEYS,
+    Change,
+    LooserThanHost,
+    ServerSettings,
+    SettingKey,
+)
 from bot.frontend.discord_text import (
     EMBED_DESCRIPTION,
     FIELD_VALUE,
@@ -62,12 +70,31 @@ def _listed(items: Iterable[str], empty: str) -> str:
     return ", ".join(shown) if shown else empty
 
 
-def settings_embed(server: ServerSettings, changes: list[Event], locale: str) -> discord.Embed:
+def _source(server: ServerSettings, key: SettingKey, locale: str) -> str:
+    if key in server.held_to_host:
+        return t(locale, "settings.source.held")
+    return t(locale, "settings.source.server" if key in server.from_server else "settings.source.default")
+
+
+def host_limit(key: SettingKey, ceiling: Any, locale: str) -> str:
+    """The host's ceiling of one setting, as /settings show names it."""
+    if ceiling is None:
+        return t(locale, "settings.host.show.none")
+    direction = "at_least" if key in AT_LEAST else "at_most"
+    return t(locale, f"settings.host.show.{direction}", ceiling=setting_value(key, ceiling, locale))
+
+
+def settings_embed(server: ServerSettings, changes: list[Event], locale: str,
+                   ceilings: Mapping[SettingKey, Any] | None = None) -> discord.Embed:
+    """Every setting in force and where it comes from; `ceilings`: the host's, shown beside their settings."""
     embed = discord.Embed(title=t(locale, "settings.show.title"))
     lines = []
     for key in SETTING_KEYS:
-        source = t(locale, "settings.source.server" if key in server.from_server else "settings.source.default")
-        lines.append(f"**{setting_name(key, locale)}**: {setting_value(key, getattr(server, key), locale)} ({source})")
+        line = (f"**{setting_name(key, locale)}**: {setting_value(key, getattr(server, key), locale)} "
+                f"({_source(server, key, locale)})")
+        if ceilings is not None and key in CEILING_KEYS:
+            line += f" · {host_limit(key, ceilings.get(key), locale)}"
+        lines.append(line)
     embed.description = shorten("\n".join(lines), EMBED_DESCRIPTION)
     if changes:
         embed.add_field(
@@ -76,6 +103,17 @@ def settings_embed(server: ServerSettings, changes: list[Event], locale: str) ->
             inline=False,
         )
     return fit_embed(embed)
+
+
+def looser_than_host_text(refused: LooserThanHost, locale: str) -> str:
+    """A change refused for asking more than the host allows: each value with the host's limit, nothing changed."""
+    lines = [
+        t(locale, "settings.host.at_least" if b.key in AT_LEAST else "settings.host.at_most",
+          name=setting_name(b.key, locale), ceiling=setting_value(b.key, b.ceiling, locale),
+          value=setting_value(b.key, b.value, locale))
+        for b in refused.breaches
+    ]
+    return fit_content(t(locale, "settings.host.refused") + "\n" + "\n".join(lines))
 
 
 def changes_text(changes: list[Change], locale: str) -> str:

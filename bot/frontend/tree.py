@@ -1,4 +1,5 @@
-"""The command tree: one place that turns the bot's errors into short, private, friendly replies."""
+"""The command tree: the trust model's gate before every slash command and autocomplete, and one place that turns
+the bot's errors into short, private, friendly replies."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any, Protocol
 import discord
 from discord import app_commands
 
-from bot.community.server_rules import InvalidSetting
+from bot.community import trust
+from bot.community.server_rules import InvalidSetting, LooserThanHost
 from bot.core.errors import (
     BudgetTooLow,
     InvalidRequest,
@@ -18,7 +20,7 @@ from bot.core.errors import (
     UnreadableKeyInfo,
     VideoServiceError,
 )
-from bot.frontend import embeds
+from bot.frontend import embeds, gate, settings_embeds
 from bot.frontend.i18n import t
 from bot.store.jobs import AdmissionRefused, StoreUnavailable
 
@@ -89,12 +91,65 @@ def friendly_text(error: BaseException, locale: str) -> str | None:
         return t(locale, "error.guild_only")
     if isinstance(error, app_commands.MissingPermissions):
         return t(locale, "error.missing_permission")
+    if isinstance(error, LooserThanHost):
+        return settings_embeds.looser_than_host_text(error, locale)
     if isinstance(error, InvalidSetting):
         return t(locale, "error.invalid_setting", name=t(locale, f"setting.{error.key}"))
     return None
 
 
+def focused_option(options: list[dict[str, Any]]) -> str | None:
+    """The option an autocomplete interaction is for, at whatever depth of subcommands."""
+    for option in options:
+        if option.get("focused"):
+            return str(option["name"])
+        found = focused_option(option.get("options") or [])
+        if found is not None:
+            return found
+    return None
+
+
+def action_of(interaction: discord.Interaction[Any]) -> str | None:
+    """The trust model's action for a slash command or an autocomplete; None for a command the tree lacks."""
+    command = interaction.command
+    if not isinstance(command, app_commands.Command):
+        return None
+    focused = None
+    if interaction.type is discord.InteractionType.autocomplete:
+        data: Any = interaction.data or {}
+        focused = focused_option(data.get("options") or [])
+    return trust.command_action(command.qualified_name, focused)
+
+
 class VideoCommandTree(app_commands.CommandTree[Any]):
+    async def interaction_check(self, interaction: discord.Interaction[Any]) -> bool:
+        """The host's rules and the caller's permissions (bot/community/trust.py), before any slash command or
+        autocomplete: a refusal is answered here, and nothing else runs (an autocomplete suggests nothing)."""
+        action = action_of(interaction)
+        if action is None:
+            return True  # no such command: discord.py answers it as one
+        autocomplete = interaction.type is discord.InteractionType.autocomplete
+        try:
+            decision = await gate.decide(interaction, action, trust.GATE)
+        except Exception as exc:  # the pause unreadable, say: refused, and answered like any error
+            if not autocomplete:
+                await answer_error(interaction, exc)
+                return False
+            log.warning("autocomplete of %s refused for user %s: %r", action, interaction.user.id, exc)
+            decision = trust.Decision(action, reason="unknown")
+        if decision.allowed:
+            return True
+        log.info("%s refused for user %s in server %s: %s", action, interaction.user.id, interaction.guild_id,
+                 decision.check)
+        try:
+            if autocomplete:
+                await interaction.response.autocomplete([])
+            else:
+                await respond(interaction, gate.refusal_text(decision, interaction.locale.value), ephemeral=True)
+        except discord.HTTPException:
+            log.warning("could not tell user %s of a refusal: the interaction is gone", interaction.user.id)
+        return False
+
     async def on_error(self, interaction: discord.Interaction[Any], error: app_commands.AppCommandError) -> None:
         cause = error.original if isinstance(error, app_commands.CommandInvokeError) else error
         if interaction.type is discord.InteractionType.autocomplete:

@@ -112,7 +112,3 @@ def credit_refused_text(code_: CreditRefusal, job: Job | None, reference: str, l
         locale, credit_refusal_key(code_), ref=job.reference, reference=inline_code(reference),
         state=state_name(job, locale), when=relative(job.credited_at or 0), member=f"<@{job.credited_by or 0}>",
     ))
-
-
-def forbidden_text(locale: str) -> str:
-    return fit_content(t(locale, "credit.forbidden"))

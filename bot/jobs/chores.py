@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import discord
 
+from bot.community import trust
 from bot.community.server_rules import ServerRules
 from bot.config.settings import Settings
 from bot.core.tasks import cancel_and_wait
@@ -32,6 +33,9 @@ EventText = Callable[[Event, str], str]
 GuildLocale = Callable[[int], str | None]
 
 BUDGET_ALERT_KEY = "budget_alert:{guild_id}"
+
+#: The chores, by their actions in the trust model (bot/community/trust.py; docs/trust.md lists them).
+CHORES: tuple[str, ...] = (trust.LOG_LINES, trust.BUDGET_ALERTS, trust.RECEIPTS, trust.PROMPT_RETENTION)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,12 @@ class Housekeeping:
         self._last_budget_check = float("-inf")
         self._last_retention = float("-inf")
         self._closed_until: dict[int, float] = {}
+        self._host = trust.Host(settings.allowed_guild_ids)
+
+    def _speaks_to(self, action: str, guild_id: int) -> bool:
+        """Whether the trust model lets this chore speak to that server (one the host no longer lists hears
+        nothing more)."""
+        return trust.decide(action, trust.Facts(guild_id=guild_id), self._host).allowed
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -98,7 +108,7 @@ class Housekeeping:
         now = self._clock()
         chores: list[tuple[str, Callable[[], Awaitable[object]]]] = []
         if self._progress is not None:
-            chores.append(("receipts", self._progress.refresh))  # each process its own jobs' receipts
+            chores.append((trust.RECEIPTS, self._progress.refresh))  # each process its own jobs' receipts
         try:
             leading = self._leads is None or await self._leads()
         except Exception:
@@ -108,13 +118,13 @@ class Housekeeping:
             # Another process posts the log lines and alerts: two would post each line twice.
             self._last_budget_check = self._last_retention = float("-inf")  # due at once if this one leads later
         else:
-            chores.insert(0, ("log channels", self.post_events))
+            chores.insert(0, (trust.LOG_LINES, self.post_events))
         if leading and now - self._last_budget_check >= self._chores.budget_check_seconds:
             self._last_budget_check = now
-            chores.append(("budget alerts", self.check_budget))
+            chores.append((trust.BUDGET_ALERTS, self.check_budget))
         if leading and now - self._last_retention >= self._chores.retention_check_seconds:
             self._last_retention = now
-            chores.append(("prompt retention", self.erase_old_prompts))
+            chores.append((trust.PROMPT_RETENTION, self.erase_old_prompts))
         for name, chore in chores:
             try:
                 await chore()
@@ -134,6 +144,9 @@ class Housekeeping:
         now = self._clock()
         for event in await self._rules.store.unposted_events(limit):
             if event.guild_id in held:
+                continue
+            if not self._speaks_to(trust.LOG_LINES, event.guild_id):
+                await self._rules.store.mark_posted([event.id])
                 continue
             server = await self._rules.effective(event.guild_id)
             channel = server.log_channel_id
@@ -162,7 +175,11 @@ class Housekeeping:
 
     async def check_budget(self) -> None:
         """One alert per server when the key's remaining budget falls below its threshold, until it recovers."""
-        thresholds = await self._rules.store.guilds_with_setting("budget_alert_yen")
+        thresholds = {
+            guild_id: threshold
+            for guild_id, threshold in (await self._rules.store.guilds_with_setting("budget_alert_yen")).items()
+            if self._speaks_to(trust.BUDGET_ALERTS, guild_id)
+        }
         if not thresholds:
             return
         info = await self._client.key_info()

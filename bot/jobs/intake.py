@@ -8,10 +8,10 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast, get_args
 
-from bot.community import guardrails
-from bot.community.server_rules import ServerRules
+from bot.community import guardrails, trust
+from bot.community.server_rules import RequestRules, ServerRules
 from bot.config.settings import Settings
 from bot.core.errors import (
     BotError,
@@ -26,7 +26,7 @@ from bot.core.errors import (
     VideoServiceError,
 )
 from bot.core.log_context import job_fields
-from bot.core.notices import Notice, SubmissionKind
+from bot.core.notices import Notice, RefusalCode, SubmissionKind
 from bot.core.retry import RECORD_RETRY, RetryPolicy, retrying
 from bot.core.tasks import LAST_WRITE_SECONDS, BackgroundTasks, finish_despite_cancels
 from bot.service.catalogue import Catalogue, choose_model
@@ -69,7 +69,8 @@ STOP_GRACE_SECONDS = 15.0
 #: A create still waiting for its turn under the pacing after this long is shown to its requester with Cancel.
 WAITING_NOTICE_SECONDS = 1.0
 
-#: The meta key of the host's pause of /video (`python -m bot pause`): set, it holds in every server.
+#: The meta key of the host's pause of spending (`python -m bot pause`): set, it holds in every server, for every
+#: action whose policy has `not_paused` (bot/community/trust.py: /video, Re-roll, Confirm, Generate).
 PAUSE_KEY = "host_pause"
 
 #: Refusals a server's log channel hears of (cooldowns and jobs in flight are routine, not abuse).
@@ -84,6 +85,14 @@ class RequestCancelled(BotError):
     def __init__(self, job_id: int) -> None:
         self.job_id = job_id
         super().__init__(f"request #{job_id} was cancelled before it was sent")
+
+
+def _refuse_unless(decision: trust.Decision) -> None:
+    """A refusal by the trust model, as the refusal every request answer already words (AdmissionRefused)."""
+    if not decision.allowed:
+        assert decision.reason in get_args(RefusalCode), decision
+        params: dict[str, object] = {"roles": list(decision.roles)} if decision.roles else {}
+        raise AdmissionRefused(cast(RefusalCode, decision.reason), None, **params)
 
 
 def _reason(exc: BaseException) -> str:
@@ -148,18 +157,39 @@ class VideoRequests:
         """`record` then `send`, for callers with no interaction to acknowledge in between."""
         return await self.send(await self.record(request, role_ids))
 
-    async def record(self, request: NewJob, role_ids: Collection[int] = ()) -> Job:
+    async def host_rules(self, action: str, stages: Collection[trust.Stage] = trust.EVERY_STAGE) -> trust.Host:
+        """The host's rules as deciding `action` at these stages needs them (the pause is read only if checked)."""
+        paused = await self.paused() if trust.needs(action, trust.Check.NOT_PAUSED, stages) else None
+        return trust.Host(self._settings.allowed_guild_ids, paused)
+
+    async def admit(self, request: NewJob, role_ids: Collection[int] = (), *, action: str = trust.VIDEO
+                    ) -> RequestRules:
+        """The host's rules and the server's member rules for this request, checked now (AdmissionRefused),
+        without recording anything; returns the server's rules as read."""
+        facts = trust.Facts(user_id=request.user_id, guild_id=request.guild_id)
+        _refuse_unless(trust.decide(action, facts, await self.host_rules(action, {trust.Stage.HOST}),
+                                    {trust.Stage.HOST}))
+        rules = await self.rules.for_request(request.guild_id, request.user_id)
+        member = trust.MemberRules.of(rules.server, rules.member, request.channel_id, role_ids)
+        _refuse_unless(trust.decide(action, replace(facts, member=member), trust.Host(), {trust.Stage.REQUEST}))
+        return rules
+
+    async def record(self, request: NewJob, role_ids: Collection[int] = (), *, action: str = trust.VIDEO) -> Job:
         """Write the request down (spending limits checked in the same transaction); nothing is sent yet.
 
-        Every rule is read from the database now, so a change an admin made a moment ago holds.
-        `request.model` is the model asked for, or "" for the server's default; the server's allowed
+        `action`: what asked for it (/video, or a Confirm or Generate click), whose policy is checked
+        (bot/community/trust.py). Every rule is read from the database now, so a change an admin made a moment
+        ago holds. `request.model` is the model asked for, or "" for the server's default; the server's allowed
         models decide (`bot.service.catalogue.choose_model`), and the chosen model's price is what the limits count.
         """
         async with self._recording:
-            return await self._record(request, role_ids)
+            return await self._record(request, role_ids, action)
 
-    async def _record(self, request: NewJob, role_ids: Collection[int]) -> Job:
-        guardrails.check_host(self._settings, request.guild_id, paused=await self.paused())
+    async def _record(self, request: NewJob, role_ids: Collection[int], action: str) -> Job:
+        assert trust.needs(action, trust.Check.SPENDING_LIMITS, {trust.Stage.STORE}), f"{action} does not spend"
+        facts = trust.Facts(user_id=request.user_id, guild_id=request.guild_id)
+        _refuse_unless(trust.decide(action, facts, await self.host_rules(action, {trust.Stage.HOST}),
+                                    {trust.Stage.HOST}))
         rules = await self.rules.for_request(request.guild_id, request.user_id)
         server = rules.server
         model = choose_model(
@@ -169,7 +199,8 @@ class VideoRequests:
         price = self.catalogue.price_of(model.id)
         try:
             guardrails.check_prompt(prompt, rules.blocklist)
-            guardrails.check_member(server, rules.member, request.channel_id, role_ids)
+            member = trust.MemberRules.of(server, rules.member, request.channel_id, role_ids)
+            _refuse_unless(trust.decide(action, replace(facts, member=member), trust.Host(), {trust.Stage.REQUEST}))
             return await self._store.add_submission(
                 replace(request, model=model.id, prompt=prompt, seed=seed, price_yen=price),
                 guardrails.admission(server, rules.member, self._clock(), price),

@@ -61,6 +61,10 @@ class Offers:
         """True for the one click that used the offer; False when it was used, cancelled or expired already."""
         return await self._store.use_offer(offer_id, outcome)
 
+    async def shown(self, offer_id: int, message_id: int) -> None:
+        """Its buttons are on this message: a click on any other is refused."""
+        await self._store.offer_shown(offer_id, message_id)
+
     async def started(self, offer_id: int, job_id: int) -> None:
         await self._store.offer_started(offer_id, job_id)
 

@@ -281,6 +281,7 @@ class Offer(NewOffer):
     used_at: float | None = None
     outcome: OfferOutcome | None = None
     job_id: int | None = None
+    message_id: int | None = None  # the message its buttons were shown on (None: not recorded yet)
 
 
 _OFFER_COLUMNS = tuple(f.name for f in fields(Offer))
@@ -844,6 +845,11 @@ class JobStore:
                 (now, outcome, offer_id, now),
             )
             return changed == 1
+
+    async def offer_shown(self, offer_id: int, message_id: int) -> None:
+        """The message the offer's buttons were shown on: the one message a click on them counts from."""
+        async with self._write():
+            await self._db.execute("UPDATE offers SET message_id = ? WHERE id = ?", (message_id, offer_id))
 
     async def offer_started(self, offer_id: int, job_id: int) -> None:
         """The job the offer's use started (for the record: which click paid for which job)."""

@@ -10,8 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from bot.app import server_rules
-from bot.community import guardrails, windows
-from bot.community.server_rules import defaults_from
+from bot.community import windows
 from bot.config.settings import Settings, read_settings
 from bot.core.notices import RefusalCode
 from bot.frontend import embeds
@@ -20,7 +19,6 @@ from bot.service.catalogue import BUILT_IN, DEFAULT_MODEL
 from bot.service.client import VideoServiceClient
 from bot.simulator import VideoServiceSimulator
 from bot.store.jobs import AdmissionRefused, JobState, JobStore, NewJob
-from bot.store.servers import MemberRecord
 from tests.conftest import Clock
 
 BASE_ENV = {"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k"}
@@ -43,38 +41,6 @@ async def make_requests(
     store = await JobStore.open(tmp_path / "jobs.sqlite3", clock=clock)
     s = settings(**env)
     return VideoRequests(store, sim_client, s, server_rules(store, s), catalogue=BUILT_IN, clock=clock), store
-
-
-# -- places: channels and roles --------------------------------------------------------------------
-
-
-def test_allowed_channels_and_required_role() -> None:
-    s = defaults_from(settings(ALLOWED_CHANNEL_IDS="100,101", REQUIRED_ROLE_ID="55"))
-    guardrails.check_member(s, MemberRecord(), 100, [55])
-    with pytest.raises(AdmissionRefused) as refused:
-        guardrails.check_member(s, MemberRecord(), 102, [55])
-    assert refused.value.code == "channel"
-    with pytest.raises(AdmissionRefused) as refused:
-        guardrails.check_member(s, MemberRecord(), 101, [54])
-    assert refused.value.code == "role"
-    # Any one of several allowed roles will do.
-    guardrails.check_member(replace(s, allowed_role_ids=frozenset({54, 55})), MemberRecord(), 101, [54])
-    guardrails.check_member(defaults_from(settings()), MemberRecord(), 999, [])  # defaults: everywhere, everyone
-    with pytest.raises(AdmissionRefused) as refused:
-        guardrails.check_member(defaults_from(settings()), MemberRecord(blocked=True), 999, [])
-    assert refused.value.code == "member_blocked"
-
-
-def test_the_host_pause_and_server_list_hold_above_every_server() -> None:
-    guardrails.check_host(settings(), 10, paused=False)
-    with pytest.raises(AdmissionRefused) as refused:
-        guardrails.check_host(settings(), 10, paused=True)
-    assert refused.value.code == "paused"
-    listed = settings(ALLOWED_GUILD_IDS="10,11")
-    guardrails.check_host(listed, 11, paused=False)
-    with pytest.raises(AdmissionRefused) as refused:
-        guardrails.check_host(listed, 12, paused=False)
-    assert refused.value.code == "server_not_allowed"
 
 
 # -- the budget day --------------------------------------------------------------------------------

@@ -8,11 +8,13 @@ from collections.abc import Callable
 import pytest
 
 from bot.app import server_rules
-from bot.community.server_rules import SETTING_KEYS, InvalidSetting, check_value, defaults_from
+from bot.community.server_rules import SETTING_KEYS, InvalidSetting, LooserThanHost, check_value, defaults_from
 from bot.config.settings import read_settings
 from tests.conftest import StoreOpener
 
-ENV = {"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k"}
+#: A host whose cooldown and videos in flight leave the servers room (they are ceilings).
+ENV = {"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k",
+       "VIDEO_COOLDOWN_SECONDS": "0", "MAX_ACTIVE_JOBS_PER_USER": "100"}
 
 
 def test_the_environment_gives_the_defaults() -> None:
@@ -41,9 +43,9 @@ async def test_a_change_holds_at_once_is_recorded_and_reset_returns_to_the_defau
     settings = read_settings({**ENV, "GUILD_DAILY_BUDGET_YEN": "5000"})
     rules = server_rules(store, settings)
     try:
-        changes = await rules.change(10, 900, {"guild_daily_cap_yen": 3000, "cooldown_seconds": 0})
+        changes = await rules.change(10, 900, {"guild_daily_cap_yen": 3000, "cooldown_seconds": 30})
         assert [(c.key, c.old, c.new) for c in changes] == [("guild_daily_cap_yen", 5000, 3000),
-                                                            ("cooldown_seconds", 60, 0)]
+                                                            ("cooldown_seconds", 0, 30)]
         server = await rules.effective(10)
         assert server.guild_daily_cap_yen == 3000 and server.from_server == {"guild_daily_cap_yen",
                                                                              "cooldown_seconds"}
@@ -140,5 +142,84 @@ async def test_a_request_reads_the_same_rules_together_as_one_at_a_time(open_sto
         assert (await rules.for_request(11, 7)).server.max_active_jobs != 3, "another server keeps its own"
         direct = await rules.for_request(None, 7)  # a DM: no server's rules
         assert (direct.server, direct.member.blocked, direct.blocklist) == (rules.defaults, False, [])
+    finally:
+        await store.close()
+
+
+# -- the host's ceilings ------------------------------------------------------------------------------------
+
+#: The host of the issue's scenario: one video a day per server, one in flight, an hour between two.
+STRICT_HOST = {**ENV, "GUILD_DAILY_BUDGET_YEN": "250", "MAX_ACTIVE_JOBS_PER_USER": "1",
+               "VIDEO_COOLDOWN_SECONDS": "3600"}
+
+
+@pytest.mark.parametrize(("values", "looser"), [
+    ({"guild_daily_cap_yen": None}, {"guild_daily_cap_yen": (None, 250)}),  # "0": no cap
+    ({"guild_daily_cap_yen": 251}, {"guild_daily_cap_yen": (251, 250)}),
+    ({"cooldown_seconds": 0}, {"cooldown_seconds": (0, 3600)}),
+    ({"cooldown_seconds": 3599}, {"cooldown_seconds": (3599, 3600)}),
+    ({"max_active_jobs": None}, {"max_active_jobs": (None, 1)}),
+    ({"max_active_jobs": 2}, {"max_active_jobs": (2, 1)}),
+    # The issue's /settings limits server_daily:0 cooldown:0 in_flight:0: each named, nothing changed.
+    ({"guild_daily_cap_yen": None, "cooldown_seconds": 0, "max_active_jobs": None, "member_daily_cap_yen": 100},
+     {"guild_daily_cap_yen": (None, 250), "cooldown_seconds": (0, 3600), "max_active_jobs": (None, 1)}),
+])
+async def test_a_server_cannot_set_a_limit_looser_than_the_hosts(
+    open_store: StoreOpener, values: dict[str, object], looser: dict[str, tuple[object, object]]
+) -> None:
+    store = await open_store()
+    rules = server_rules(store, read_settings(STRICT_HOST))
+    try:
+        with pytest.raises(LooserThanHost) as refused:
+            await rules.change(10, 900, values)
+        assert {b.key: (b.value, b.ceiling) for b in refused.value.breaches} == looser
+        server = await rules.effective(10)
+        assert server.from_server == set(), "all or nothing: no change was made"
+        assert (server.guild_daily_cap_yen, server.cooldown_seconds, server.max_active_jobs) == (250, 3600, 1)
+        assert await rules.store.recent_events(10, "setting") == []
+    finally:
+        await store.close()
+
+
+async def test_a_server_can_set_a_limit_stricter_than_the_hosts_or_equal(open_store: StoreOpener) -> None:
+    store = await open_store()
+    rules = server_rules(store, read_settings(STRICT_HOST))
+    try:
+        await rules.change(10, 900, {"guild_daily_cap_yen": 100, "cooldown_seconds": 7200, "max_active_jobs": 1,
+                                     "member_daily_cap_yen": 50, "member_monthly_cap_yen": 10})
+        server = await rules.effective(10)
+        assert (server.guild_daily_cap_yen, server.cooldown_seconds, server.max_active_jobs) == (100, 7200, 1)
+        # A cap the host did not set is the server's to set, or to leave off.
+        assert (server.member_daily_cap_yen, server.member_monthly_cap_yen) == (50, 10)
+        await rules.change(10, 900, {"member_daily_cap_yen": None})
+        assert (await rules.effective(10)).member_daily_cap_yen is None
+        assert rules.ceiling("guild_daily_cap_yen") == 250 and rules.ceiling("member_daily_cap_yen") is None
+    finally:
+        await store.close()
+
+
+async def test_a_stored_value_a_later_stricter_host_undercuts_is_held_to_the_host_when_read(
+    open_store: StoreOpener
+) -> None:
+    store = await open_store()
+    try:
+        # Set under a host that allowed more (or before the host's values were ceilings at all).
+        lenient = server_rules(store, read_settings({**ENV, "GUILD_DAILY_BUDGET_YEN": "1000"}))
+        await lenient.change(10, 900, {"guild_daily_cap_yen": 750, "cooldown_seconds": 0, "max_active_jobs": 5,
+                                       "member_daily_cap_yen": 100})
+        await lenient.change(11, 900, {"guild_daily_cap_yen": 200})
+
+        strict = server_rules(store, read_settings(STRICT_HOST))
+        server = await strict.effective(10)
+        assert (server.guild_daily_cap_yen, server.cooldown_seconds, server.max_active_jobs) == (250, 3600, 1)
+        assert server.member_daily_cap_yen == 100, "a cap the host does not set stays the server's"
+        assert server.held_to_host == {"guild_daily_cap_yen", "cooldown_seconds", "max_active_jobs"}
+        # What a request is checked against is the held value too.
+        assert (await strict.for_request(10, 7)).server.guild_daily_cap_yen == 250
+        # A stricter value of the server's own still holds.
+        assert (await strict.effective(11)).guild_daily_cap_yen == 200
+        # The admin setting the host's value writes it, so a later, looser host does not bring back the old one.
+        assert [c.key for c in await strict.change(10, 900, {"guild_daily_cap_yen": 250})] == ["guild_daily_cap_yen"]
+        assert (await lenient.effective(10)).guild_daily_cap_yen == 250
     finally:
         await store.close()

@@ -1,11 +1,12 @@
-"""The command tree's error handling and the `respond` helper."""
+"""The command tree: its trust gate before every command and autocomplete, its error handling, `respond`."""
 
 from __future__ import annotations
 
 import logging
 import re
 from pathlib import Path
-from unittest.mock import MagicMock
+from typing import Any
+from unittest.mock import AsyncMock, MagicMock
 
 import aiohttp
 import discord
@@ -25,10 +26,25 @@ from bot.core.errors import (
 )
 from bot.core.notices import SubmissionKind
 from bot.frontend.bot import VideoBot
+from bot.frontend.cogs.balance import BalanceCog
+from bot.frontend.cogs.settings import SettingsCog
+from bot.frontend.cogs.status import StatusCog
+from bot.frontend.cogs.usage import UsageCog
 from bot.frontend.cogs.video import VideoCog
 from bot.frontend.tree import VideoCommandTree, friendly_text, respond
-from bot.store.jobs import AdmissionRefused, IllegalTransition, JobState
-from tests.frontend.cogs.helpers import EventLog, bot_settings, fake_interaction
+from bot.jobs.intake import PAUSE_KEY
+from bot.simulator import VideoServiceSimulator
+from bot.store.jobs import AdmissionRefused, IllegalTransition, JobState, StoreUnavailable
+from tests.conftest import SIM_KEY, fail_once
+from tests.frontend.cogs.helpers import (
+    OTHER_GUILD_ID,
+    EventLog,
+    Stack,
+    bot_settings,
+    fake_interaction,
+    open_stack,
+    stored_job,
+)
 
 RESETS = 1_767_193_200.0
 
@@ -302,3 +318,98 @@ async def test_respond_after_a_message_was_sent_follows_up() -> None:
     assert followup.kwargs["ephemeral"] is False
     assert message is not None and message.id == followup.message_id
     interaction.edit_original_response.assert_not_awaited()
+
+
+# -- interaction_check: the trust model before every command and autocomplete ----------------------------------
+
+NOT_ENABLED = "This bot is not enabled for this server. Nothing was spent."
+ADMIN = discord.Permissions(manage_guild=True)
+
+
+def commands_of(stack: Stack) -> dict[str, app_commands.Command]:  # type: ignore[type-arg]
+    """Every command the cogs define, by its qualified name, bound to cogs of this stack's bot."""
+    cogs = [VideoCog(stack.bot), StatusCog(stack.bot), BalanceCog(stack.bot), UsageCog(stack.bot),
+            SettingsCog(stack.bot)]
+    found: dict[str, app_commands.Command] = {}  # type: ignore[type-arg]
+    for cog in cogs:
+        for command in [*cog.walk_app_commands(), *([cog.video] if isinstance(cog, VideoCog) else [])]:
+            if isinstance(command, app_commands.Command):
+                found[command.qualified_name] = command
+    return found
+
+
+async def checked(stack: Stack, command: app_commands.Command, **who: Any) -> bool:  # type: ignore[type-arg]
+    stack.log.events.clear()
+    return await stack.bot.tree.interaction_check(stack.interaction(command, **who))
+
+
+async def test_an_unlisted_server_gets_one_short_refusal_for_every_command_before_it_runs(
+    simulator: VideoServiceSimulator, tmp_path: Path
+) -> None:
+    async with open_stack(simulator, SIM_KEY, tmp_path, ALLOWED_GUILD_IDS=str(OTHER_GUILD_ID)) as stack:
+        commands = commands_of(stack)
+        assert {"video", "status", "balance", "usage", "credit", "settings limits", "settings show"} <= set(commands)
+        for name, command in commands.items():
+            assert not await checked(stack, command, permissions=ADMIN), name
+            reply = stack.log.only_reply()
+            assert (reply.name, reply.content, reply.kwargs["ephemeral"]) == ("send_message", NOT_ENABLED, True)
+            assert await checked(stack, command, guild_id=OTHER_GUILD_ID, permissions=ADMIN), name
+        assert stack.log.service_calls() == []
+
+
+async def test_an_unlisted_server_gets_no_suggestions(simulator: VideoServiceSimulator, tmp_path: Path) -> None:
+    async with open_stack(simulator, SIM_KEY, tmp_path, ALLOWED_GUILD_IDS=str(OTHER_GUILD_ID)) as stack:
+        await stored_job(stack.store, JobState.PENDING)
+        command = commands_of(stack)["status"]
+        interaction = stack.interaction(command)
+        interaction.type = discord.InteractionType.autocomplete
+        interaction.data = {"options": [{"name": "job_id", "type": 3, "value": "", "focused": True}]}
+        interaction.response.autocomplete = AsyncMock()
+
+        assert not await stack.bot.tree.interaction_check(interaction)
+        interaction.response.autocomplete.assert_awaited_once_with([])
+
+
+async def test_settings_and_their_autocomplete_need_manage_server(
+    simulator: VideoServiceSimulator, tmp_path: Path
+) -> None:
+    async with open_stack(simulator, SIM_KEY, tmp_path) as stack:
+        commands = commands_of(stack)
+        for name in ("settings limits", "settings show", "credit"):
+            assert not await checked(stack, commands[name]), name
+            assert stack.log.only_reply().content == "Only members with the Manage Server permission can do this."
+            assert await checked(stack, commands[name], permissions=ADMIN)
+        interaction = stack.interaction(commands["settings models"])
+        interaction.type = discord.InteractionType.autocomplete
+        interaction.data = {"options": [{"name": "models", "type": 1, "options": [
+            {"name": "action", "type": 3, "value": "allow"}, {"name": "model", "type": 3, "value": "",
+                                                               "focused": True}]}]}
+        interaction.response.autocomplete = AsyncMock()
+        assert not await stack.bot.tree.interaction_check(interaction)
+        interaction.response.autocomplete.assert_awaited_once_with([])
+
+
+async def test_the_pause_refuses_video_and_leaves_reading_open(
+    simulator: VideoServiceSimulator, tmp_path: Path
+) -> None:
+    async with open_stack(simulator, SIM_KEY, tmp_path) as stack:
+        commands = commands_of(stack)
+        await stack.store.set_meta(PAUSE_KEY, "1")
+        assert not await checked(stack, commands["video"])
+        assert stack.log.only_reply().content == "Video requests are paused by the bot's host for now. Nothing was " \
+            "spent."
+        for name in ("status", "balance", "usage"):
+            assert await checked(stack, commands[name]), name
+        assert await checked(stack, commands["settings limits"], permissions=ADMIN)
+        await stack.store.delete_meta(PAUSE_KEY)
+        assert await checked(stack, commands["video"])
+
+
+async def test_a_pause_that_cannot_be_read_refuses_and_says_so(
+    simulator: VideoServiceSimulator, tmp_path: Path
+) -> None:
+    async with open_stack(simulator, SIM_KEY, tmp_path) as stack:
+        fail_once(stack.bot.requests, "paused", StoreUnavailable("database is locked"))
+
+        assert not await checked(stack, commands_of(stack)["video"])
+        assert stack.log.only_reply().content == friendly_text(StoreUnavailable("x"), "en-US")

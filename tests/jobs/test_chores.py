@@ -249,3 +249,30 @@ async def test_of_two_processes_on_one_database_only_the_oldest_live_one_posts_t
     assert "refused (`blocklist`)" in posters["second"].lines[0][1]
     await processes[0].tick()  # the first, back from a long stall, finds it no longer leads
     assert len(posters["first"].lines) == 1
+
+
+async def test_a_server_the_host_no_longer_lists_gets_no_log_lines_and_no_budget_alerts(
+    tmp_path: Path, sim_client: VideoServiceClient, simulator: VideoServiceSimulator
+) -> None:
+    clock = Clock(1_800_000_000.0)
+    store = await JobStore.open(tmp_path / "bot.sqlite3", clock=clock)
+    try:
+        unlisted = 11
+        # Both servers set a log channel and an alert while the host listed them all.
+        open_rules = server_rules(store, settings())
+        for guild_id, channel in ((GUILD, LOG), (unlisted, LOG + 1)):
+            await open_rules.change(guild_id, 900, {"log_channel_id": channel, "budget_alert_yen": 5_000})
+        s = settings(ALLOWED_GUILD_IDS=str(GUILD))
+        poster = Poster()
+        chores = Housekeeping(store, server_rules(store, s), sim_client, s, poster, event_text=event_line,
+                              chores=Chores(), clock=clock)
+        simulator.spend = 6_000  # 4,000 left: below both thresholds
+
+        await chores.check_budget()
+        assert await open_rules.store.recent_events(unlisted, "budget_low") == []
+        assert len(await open_rules.store.recent_events(GUILD, "budget_low")) == 1
+        await chores.post_events()
+        assert {channel for channel, _ in poster.lines} == {LOG}
+        assert await open_rules.store.unposted_events(10) == [], "an unlisted server's lines are dropped, not kept"
+    finally:
+        await store.close()

@@ -227,13 +227,13 @@ async def test_a_burst_of_requests_is_written_down_a_bounded_number_at_a_time(
     inside, most = 0, 0
     record = requests._record
 
-    async def counted(new: NewJob, role_ids: Collection[int]) -> Job:
+    async def counted(new: NewJob, role_ids: Collection[int], action: str) -> Job:
         nonlocal inside, most
         inside += 1
         most = max(most, inside)
         try:
             await asyncio.sleep(0.001)  # every request of the burst arrives while the first are being written
-            return await record(new, role_ids)
+            return await record(new, role_ids, action)
         finally:
             inside -= 1
 

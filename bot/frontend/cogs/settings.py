@@ -1,8 +1,9 @@
 """/settings: a server's admins set its video rules from Discord; every reply is private.
 
-Discord offers the group only to members with Manage Server (`default_permissions`), and
-`interaction_check` checks again in code, because a client or an admin's override can show the
-commands to anyone.
+Discord offers the group only to members with Manage Server (`default_permissions`), and the trust model
+checks again in code before any of it runs (bot/frontend/tree.py `interaction_check`; docs/trust.md), because a
+client or an admin's override can show the commands to anyone. The host's caps, cooldown and videos in flight
+are ceilings: a looser value is refused with the host's limit named (bot/community/server_rules.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from discord.ext import commands
 
 from bot.community.blocklist import MAX_TERMS, clean_term
 from bot.community.server_rules import (
+    CEILING_KEYS,
     MAX_ACTIVE_JOBS,
     MAX_COOLDOWN_SECONDS,
     MAX_LISTED,
@@ -46,7 +48,7 @@ def _guild(interaction: Interaction) -> int:
 
 
 def _cap(value: int | None) -> int | None:
-    """0 removes a cap: the admin's way to say "no limit" in a number option."""
+    """0 removes a cap: the admin's way to say "no limit" in a number option (refused where the host sets one)."""
     return value or None
 
 
@@ -57,11 +59,6 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
         self.bot = bot
         super().__init__()
 
-    async def interaction_check(self, interaction: Interaction) -> bool:  # type: ignore[override]
-        if not interaction.permissions.manage_guild:
-            raise app_commands.MissingPermissions(["manage_guild"])
-        return True
-
     async def _changed(self, interaction: Interaction, values: dict[str, Any]) -> None:
         changes = await self.bot.requests.rules.change(_guild(interaction), interaction.user.id, values)
         await respond(interaction, settings_embeds.changes_text(changes, interaction.locale.value))
@@ -71,7 +68,9 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
         rules = self.bot.requests.rules
         server = await rules.effective(_guild(interaction))
         changes = await rules.store.recent_events(_guild(interaction), "setting", limit=5)
-        await respond(interaction, embed=settings_embeds.settings_embed(server, changes, interaction.locale.value))
+        ceilings = {key: rules.ceiling(key) for key in CEILING_KEYS}
+        await respond(interaction, embed=settings_embeds.settings_embed(server, changes, interaction.locale.value,
+                                                                        ceilings))
 
     @app_commands.command(name="limits", description=described("cmd.settings.limits"))
     @app_commands.describe(

@@ -1,4 +1,8 @@
-"""/status: the caller's recent requests, or one request in detail (and the file if it could not be posted)."""
+"""/status: the caller's recent requests, or one request in detail (and the file if it could not be posted).
+
+A member sees their own requests; one with Manage Server sees any of the server's (docs/trust.md). Someone
+else's reference is answered exactly as one that does not exist: the same text, after the same one lookup.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.frontend import embeds
+from bot.community import trust
+from bot.frontend import embeds, gate
 from bot.frontend.discord_text import inline_code
 from bot.frontend.i18n import described, t
 from bot.frontend.tree import respond
@@ -38,7 +43,9 @@ class StatusCog(commands.Cog):
                 await respond(interaction, embed=embeds.status_list_embed(jobs, locale))
             return
         job = await requests.find(job_id, interaction.guild_id)
-        if job is None:
+        target = trust.Target(job.user_id, job.guild_id) if job is not None else None
+        if job is None or not (await gate.decide(interaction, trust.STATUS, {trust.Stage.TARGET},
+                                                 target=target)).allowed:
             await respond(interaction, t(locale, "status.not_found", reference=inline_code(job_id)))
             return
         embed = embeds.status_embed(job, catalogue=self.bot.catalogue, locale=locale)
@@ -62,6 +69,7 @@ class StatusCog(commands.Cog):
     async def job_id_autocomplete(
         self, interaction: discord.Interaction[VideoBot], current: str
     ) -> list[app_commands.Choice[str]]:
+        # The caller's own requests only, whoever asks (trust: Scope.OWN).
         jobs = await self.bot.requests.recent(interaction.user.id, interaction.guild_id, limit=25)
         choices = []
         for job in jobs:

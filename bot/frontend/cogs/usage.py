@@ -1,4 +1,8 @@
-"""/usage: a server's spending for a period (one's own without Manage Server); /credit: mark a refunded job."""
+"""/usage: a server's spending for a period (one's own without Manage Server); /credit: mark a refunded job.
+
+Who sees what, and who may credit, is the trust model's (bot/community/trust.py; docs/trust.md): the command
+tree checks Manage Server for /credit before it runs, whatever the server's command settings say.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,8 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.community import usage
-from bot.frontend import usage_embeds
+from bot.community import trust, usage
+from bot.frontend import gate, usage_embeds
 from bot.frontend.i18n import described
 from bot.frontend.tree import respond
 from bot.store.jobs import CreditRefused
@@ -25,11 +29,6 @@ log = logging.getLogger(__name__)
 PERIOD_CHOICES = [
     app_commands.Choice(name=described(usage_embeds.period_key(period)), value=period) for period in usage.PERIODS
 ]
-
-
-def manages_server(interaction: discord.Interaction[VideoBot]) -> bool:
-    """Checked in code on every call: Discord's command permissions can be changed by any server admin."""
-    return interaction.permissions.manage_guild is True
 
 
 class UsageCog(commands.Cog):
@@ -47,7 +46,7 @@ class UsageCog(commands.Cog):
         assert interaction.guild_id is not None  # guild_only
         locale = interaction.locale.value
         chosen = usage.parse_period(period)
-        whole_server = manages_server(interaction)
+        whole_server = trust.sees_server(trust.USAGE, gate.facts_of(interaction))
         zone = (await self.bot.requests.rules.effective(interaction.guild_id)).zone
         start, end = usage.period_window(chosen, time.time(), zone)
         jobs = await self.bot.store.usage_jobs(
@@ -72,13 +71,10 @@ class UsageCog(commands.Cog):
     @app_commands.guild_only()
     async def credit(self, interaction: discord.Interaction[VideoBot], job: str) -> None:
         locale = interaction.locale.value
-        # Discord hides the command from others by default, but a server admin can change that.
-        if not manages_server(interaction):
-            await respond(interaction, usage_embeds.forbidden_text(locale))
-            return
         assert interaction.guild_id is not None  # guild_only
         found = await self.bot.store.find(job, guild_id=interaction.guild_id)
-        if found is None:
+        if found is None or not (await gate.decide(interaction, trust.CREDIT, {trust.Stage.TARGET},
+                                                   target=trust.Target(found.user_id, found.guild_id))).allowed:
             await respond(interaction, usage_embeds.credit_refused_text("not_found", None, job, locale))
             return
         try:

@@ -69,7 +69,7 @@ class VideoCog(commands.Cog):
         server = await self.bot.requests.rules.effective(interaction.guild_id)
         if server.confirm_before_spending:
             # Nothing is written as a job or sent until the requester clicks Generate in time.
-            await offer_confirmation(interaction, request)
+            await offer_confirmation(interaction, request, roles)
             return
         # Written down before the acknowledgement: every request the member saw acknowledged exists,
         # so a crash at any later instant still ends with a final message for it.

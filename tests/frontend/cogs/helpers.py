@@ -146,8 +146,10 @@ def fake_interaction(
     channel_id: int = CHANNEL_ID,
     locale: discord.Locale = discord.Locale.american_english,
     filesize_limit: int = discord.utils.DEFAULT_FILE_SIZE_LIMIT_BYTES,
+    permissions: discord.Permissions | None = None,
 ) -> MagicMock:
-    """An application-command interaction whose response follows Discord's rules.
+    """An application-command interaction whose response follows Discord's rules (the member's permissions in
+    the channel: none unless given).
 
     One initial response only (defer or send_message; a second raises InteractionResponded, as in
     discord.py); editing the original response or sending a follow-up before that fails with the
@@ -165,6 +167,8 @@ def fake_interaction(
     interaction.extras = {}
     interaction.command = command
     interaction.user = fake_member(user_id, role_ids)
+    interaction.permissions = permissions if permissions is not None else discord.Permissions.none()
+    interaction.message = None
     created = time.monotonic()
     interaction.created_monotonic = created
 
@@ -178,11 +182,16 @@ def fake_interaction(
         log.add("defer", ephemeral=ephemeral, thinking=thinking)
         response.type = discord.InteractionResponseType.deferred_channel_message
 
-    async def send_message(content: str | None = None, **kwargs: Any) -> None:
+    async def send_message(content: str | None = None, **kwargs: Any) -> MagicMock:
         if response.type is not None:
             raise discord.InteractionResponded(interaction)
-        log.add("send_message", content=content, **kwargs)
+        message = fake_message()
+        log.add("send_message", content=content, **kwargs).message_id = message.id
         response.type = discord.InteractionResponseType.channel_message
+        # discord.py asks for the callback's resource: the message the response created.
+        callback = MagicMock(spec=discord.InteractionCallbackResponse)
+        callback.message_id = message.id
+        return callback
 
     response.defer.side_effect = defer
     response.send_message.side_effect = send_message
@@ -299,8 +308,11 @@ async def invoke(
     interaction: MagicMock,
     **arguments: Any,
 ) -> BaseException | None:
-    """Run a command's callback as discord.py would: an exception goes through the tree's on_error."""
+    """Run a command as discord.py would: the tree's `interaction_check` first (a refusal is answered there and
+    the callback never runs), then its callback; an exception goes through the tree's on_error."""
     assert command.binding is not None
+    if not await stack.bot.tree.interaction_check(interaction):
+        return None
     try:
         await command.callback(command.binding, interaction, **arguments)
     except Exception as exc:

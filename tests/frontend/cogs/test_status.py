@@ -23,6 +23,7 @@ from tests.frontend.cogs.helpers import (
 )
 
 S = JobState
+MODERATOR = discord.Permissions(manage_guild=True)
 
 
 @pytest.fixture
@@ -212,17 +213,52 @@ async def test_the_requester_gets_an_undeliverable_video_as_a_private_attachment
     assert not video_file.exists()
 
 
-async def test_another_member_sees_the_undeliverable_job_without_the_file(
+async def test_a_moderator_sees_the_undeliverable_job_without_the_file(
     stack: Stack, cog: StatusCog, video_file: Path
 ) -> None:
     job = await stored_job(stack.store, S.UNDELIVERABLE, file_path=str(video_file))
 
-    embed = await status(stack, cog, job.reference, user_id=OTHER_MEMBER_ID)
+    embed = await status(stack, cog, job.reference, user_id=OTHER_MEMBER_ID, permissions=MODERATOR)
 
     reply = stack.log.only_reply()
     assert reply.name == "send_message"
     assert "file" not in reply.kwargs and "attachments" not in reply.kwargs
     assert embed is not None and embed.title == f"Request #{job.id}"
+    assert video_file.exists() and (await stack.store.get(job.id)).state == S.UNDELIVERABLE
+
+
+# -- whose requests a member sees --------------------------------------------------------------------------
+
+
+async def test_another_members_request_answers_exactly_as_an_unknown_one(stack: Stack, cog: StatusCog) -> None:
+    theirs = await stored_job(stack.store, S.DELIVERED, prompt="a secret garden", service_job_id="vid_theirs")
+    unknown = theirs.id + 1
+
+    answers = []
+    for reference in (theirs.reference, str(theirs.id), "vid_theirs", f"#{unknown}", "vid_nothing"):
+        stack.log.events.clear()
+        assert await status(stack, cog, reference, user_id=OTHER_MEMBER_ID) is None
+        reply = stack.log.only_reply()
+        shape = {key: value.to_dict() if isinstance(value, discord.AllowedMentions) else value
+                 for key, value in reply.kwargs.items() if key != "content"}
+        answers.append((reply.name, shape, (reply.content or "").replace(reference, "REF")))
+    assert all(answer == answers[0] for answer in answers), answers
+    assert answers[0][2] == "No request `REF` was found in this server. Use `/status` without an id to list yours."
+
+
+async def test_a_member_with_manage_server_sees_any_request_of_the_server_prompt_included(
+    stack: Stack, cog: StatusCog
+) -> None:
+    theirs = await stored_job(stack.store, S.IN_PROGRESS, prompt="a secret garden", service_job_id="vid_theirs")
+
+    for reference in (theirs.reference, "vid_theirs"):
+        stack.log.events.clear()
+        embed = await status(stack, cog, reference, user_id=OTHER_MEMBER_ID, permissions=MODERATOR)
+        assert embed is not None and embed_fields(embed)["Prompt"] == "a secret garden"
+    # Moderating one server shows nothing of another's.
+    elsewhere = await stored_job(stack.store, S.IN_PROGRESS, guild_id=OTHER_GUILD_ID)
+    stack.log.events.clear()
+    assert await status(stack, cog, elsewhere.reference, user_id=OTHER_MEMBER_ID, permissions=MODERATOR) is None
 
 
 async def test_an_undeliverable_job_whose_file_is_gone_says_so(stack: Stack, cog: StatusCog, tmp_path: Path) -> None:

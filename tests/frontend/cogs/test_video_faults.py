@@ -23,7 +23,16 @@ from bot.service.validation import invisible
 from bot.simulator import VideoServiceSimulator
 from bot.store.jobs import AdmissionRefused, Job, JobState, JobStore, NewJob, StoreUnavailable
 from tests.conftest import SIM_KEY, fail_once
-from tests.frontend.cogs.helpers import CHANNEL_ID, GUILD_ID, OTHER_MEMBER_ID, REQUESTER_ID, Stack, invoke, open_stack
+from tests.frontend.cogs.helpers import (
+    CHANNEL_ID,
+    GUILD_ID,
+    OTHER_MEMBER_ID,
+    REQUESTER_ID,
+    Stack,
+    fake_message,
+    invoke,
+    open_stack,
+)
 
 
 @pytest.fixture
@@ -31,19 +40,26 @@ def cog(stack: Stack) -> VideoCog:
     return VideoCog(stack.bot)
 
 
+#: The message the offers of these tests were shown on.
+OFFER_MESSAGE_ID = 830_000_000_000_000_001
+
+
 async def offered(stack: Stack, prompt: str) -> int:
-    """A /video confirmation's offer of Generate, for the requester; its id."""
+    """A /video confirmation's offer of Generate, for the requester, shown on OFFER_MESSAGE_ID; its id."""
     stack.bot.offers = Offers(stack.store)
     offer = await stack.bot.offers.confirm(NewJob(
         model="provider/video-model-2.0-fast", prompt=prompt, seed=None, user_id=REQUESTER_ID, guild_id=GUILD_ID,
         channel_id=CHANNEL_ID))
+    await stack.bot.offers.shown(offer.id, OFFER_MESSAGE_ID)
     return offer.id
 
 
 def button_click(stack: Stack, on_ack: Callable[[dict[str, Any]], Awaitable[None]] | None = None) -> Any:
-    """A click on a message's button: its acknowledgement (`edit_message`) calls `on_ack` with what it changed."""
+    """A click on the offer message's button: its acknowledgement (`edit_message`) calls `on_ack` with what it
+    changed."""
     interaction = stack.interaction()
     interaction.type = discord.InteractionType.component
+    interaction.message = fake_message(OFFER_MESSAGE_ID)
 
     async def edit_message(**kwargs: Any) -> None:
         if on_ack is not None:

@@ -1,0 +1,71 @@
+"""/settings against the host's ceilings: a looser value is refused naming the host's limit, and show shows both."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import discord
+import pytest
+
+from bot.frontend.cogs.settings import SettingsCog
+from bot.simulator import VideoServiceSimulator
+from tests.conftest import SIM_KEY
+from tests.frontend.cogs.helpers import GUILD_ID, Stack, invoke, open_stack
+
+ADMIN = discord.Permissions(manage_guild=True)
+@pytest.fixture
+async def strict(simulator: VideoServiceSimulator, tmp_path: Path) -> AsyncIterator[Stack]:
+    """The host of the scenario: one video a day per server, one in flight, an hour between two."""
+    async with open_stack(simulator, SIM_KEY, tmp_path, GUILD_DAILY_BUDGET_YEN="250", MAX_ACTIVE_JOBS_PER_USER="1",
+                          VIDEO_COOLDOWN_SECONDS="3600") as stack:
+        yield stack
+
+
+async def settings(stack: Stack, name: str, locale: discord.Locale = discord.Locale.american_english,
+                   **options: Any) -> str:
+    """Run `/settings name` as an admin: its one private reply (an answer, or an error's), as text."""
+    cog = SettingsCog(stack.bot)
+    command = getattr(cog, name)
+    stack.log.events.clear()
+    await invoke(stack, command, stack.interaction(command, permissions=ADMIN, locale=locale), **options)
+    reply = stack.log.only_reply()
+    assert reply.kwargs["ephemeral"] is True
+    return reply.content or (reply.embed.description if reply.embed is not None else "") or ""
+
+
+async def test_limits_looser_than_the_hosts_are_refused_naming_each_ceiling(strict: Stack) -> None:
+    # /settings limits server_daily:0 cooldown:0 in_flight:0 ("0": no cap, no cooldown, no limit).
+    refused = await settings(strict, "limits", server_daily=0, cooldown=0, in_flight=0)
+
+    assert refused.startswith("Nothing was changed: the bot's host sets limits that every server keeps to.")
+    assert "- Server daily cap: at most ¥250 (asked: none)" in refused
+    assert "- Cooldown: at least 3600 s (asked: 0 s)" in refused
+    assert "- Jobs in flight per member: at most 1 (asked: none)" in refused
+    server = await strict.bot.requests.rules.effective(GUILD_ID)
+    assert (server.guild_daily_cap_yen, server.cooldown_seconds, server.max_active_jobs) == (250, 3600, 1)
+
+    japanese = await settings(strict, "limits", discord.Locale.japanese, server_daily=300)
+    assert "運営者" in japanese and "- サーバーの1日の上限：250円以下（指定：300円）" in japanese
+
+
+async def test_stricter_limits_are_taken_and_show_names_the_servers_value_and_the_hosts(strict: Stack) -> None:
+    changed = await settings(strict, "limits", server_daily=100, cooldown=7200)
+    assert changed.startswith("Changed")
+
+    shown = await settings(strict, "show")
+    assert "**Server daily cap**: ¥100 (this server) · host's limit: at most ¥250" in shown
+    assert "**Cooldown**: 7200 s (this server) · host's limit: at least 3600 s" in shown
+    assert "**Jobs in flight per member**: 1 (default) · host's limit: at most 1" in shown
+    assert "**Member daily cap**: none (default) · host's limit: none" in shown
+
+
+async def test_show_says_when_a_servers_own_value_is_held_to_a_stricter_host(
+    simulator: VideoServiceSimulator, tmp_path: Path
+) -> None:
+    async with open_stack(simulator, SIM_KEY, tmp_path, GUILD_DAILY_BUDGET_YEN="1000") as lenient:
+        await settings(lenient, "limits", server_daily=750)
+    async with open_stack(simulator, SIM_KEY, tmp_path, GUILD_DAILY_BUDGET_YEN="250") as strict:
+        shown = await settings(strict, "show")
+    assert "**Server daily cap**: ¥250 (this server's, held to the host's limit) · host's limit: at most ¥250" in shown
