@@ -951,7 +951,8 @@ class JobStore:
         """A job by local reference (`#42` or `42`) or by the service's job id, within one server."""
         text = reference.strip()
         local = text.removeprefix("#")
-        if local.isascii() and local.isdigit():  # not "²", a digit to isdigit() that int() refuses
+        # Not "²" (a digit to isdigit() that int() refuses), nor past a 64-bit id (no row has one; drivers refuse it).
+        if local.isascii() and local.isdigit() and len(local) <= 19 and int(local) < 2**63:
             jobs = await self._jobs("SELECT * FROM jobs WHERE id = ? AND guild_id IS ?", (int(local), guild_id))
             if jobs:
                 return jobs[0]
