@@ -114,6 +114,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "refuse.member_blocked": "This server's admins have stopped your video requests. Nothing was spent.",
         "refuse.paused": "Video requests are paused by the bot's host for now. Nothing was spent.",
         "refuse.server_not_allowed": "This bot is not enabled for this server. Nothing was spent.",
+        "refuse.too_many_offers": "You already have {open} confirmations waiting for a click (the limit is "
+        "{limit}). Use or cancel one, or ask again {when}. Nothing was spent.",
         "error.term_empty": "A blocklist term needs some text besides `*`.",
         "error.term_too_long": "A blocklist term can be at most {limit} characters.",
         # /settings (server admins)
@@ -451,6 +453,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "費用はかかっていません。",
         "refuse.paused": "ボットの運営者により、動画リクエストは現在一時停止中です。費用はかかっていません。",
         "refuse.server_not_allowed": "このサーバーではこのボットを利用できません。費用はかかっていません。",
+        "refuse.too_many_offers": "クリック待ちの確認がすでに{open}件あります（上限{limit}件）。どれかを使うか"
+        "キャンセルするか、{when}にもう一度どうぞ。費用はかかっていません。",
         "error.term_empty": "ブロックリストの語句には `*` 以外の文字が必要です。",
         "error.term_too_long": "ブロックリストの語句は{limit}文字までです。",
         "cmd.settings": "サーバー管理者向け：このサーバーの動画ルール（上限・場所・ブロックリスト・メンバー・モデル）。",

@@ -813,15 +813,29 @@ class JobStore:
 
     # -- offers (the buttons that spend money) -----------------------------------------------------
 
-    async def add_offer(self, new: NewOffer) -> Offer:
+    async def add_offer(self, new: NewOffer, *, max_open: int | None = None) -> Offer:
+        """Write the offer down. `max_open`: the offers its member may have open at once (every server and DM
+        together); past it, AdmissionRefused `too_many_offers`, whose `retry_at` is when the first of them
+        closes. Counted and written in one statement, so a burst of clicks cannot pass the bound together."""
+        now = self._clock()
         values = {f.name: getattr(new, f.name) for f in fields(NewOffer)}
-        values["created_at"] = self._clock()
+        values["created_at"] = now
+        open_offers = "(SELECT COUNT(*) FROM offers WHERE user_id = ? AND used_at IS NULL AND expires_at > ?)"
+        bound, bound_params = ("1 = 1", ()) if max_open is None else (
+            f"{open_offers} < ?", (new.user_id, now, max_open))
         async with self._write():
             row = await self._db.fetch_one(
-                f"INSERT INTO offers ({', '.join(values)}) VALUES ({_marks(tuple(values))}) RETURNING id",
-                tuple(values.values()),
+                f"INSERT INTO offers ({', '.join(values)}) SELECT {_marks(tuple(values))} WHERE {bound} RETURNING id",
+                (*values.values(), *bound_params),
             )
-        assert row is not None
+            if row is None:
+                held = await self._one(
+                    "SELECT COUNT(*), MIN(expires_at) FROM offers WHERE user_id = ? AND used_at IS NULL "
+                    "AND expires_at > ?", (new.user_id, now),
+                )
+                assert held is not None
+                raise AdmissionRefused("too_many_offers", now if held[1] is None else float(held[1]),
+                                       open=int(held[0]), limit=max_open)
         offer = await self.get_offer(int(row[0]))
         assert offer is not None
         return offer
@@ -829,6 +843,16 @@ class JobStore:
     async def get_offer(self, offer_id: int) -> Offer | None:
         row = await self._one(f"SELECT {', '.join(_OFFER_COLUMNS)} FROM offers WHERE id = ?", (offer_id,))
         return Offer(**dict(zip(_OFFER_COLUMNS, tuple(row), strict=True))) if row else None
+
+    async def prune_offers(self, *, closed_before: float) -> int:
+        """Delete the offers used, cancelled or expired before `closed_before` (a click on one finds it unknown);
+        the jobs they started keep every figure of the ledger. Returns how many went."""
+        where = "(used_at IS NOT NULL AND used_at < ?) OR (used_at IS NULL AND expires_at < ?)"
+        params = (closed_before, closed_before)
+        if await self._one(f"SELECT 1 FROM offers WHERE {where} LIMIT 1", params) is None:
+            return 0  # nothing to delete: the write lock, which /video's row waits for, is not taken
+        async with self._write():
+            return await self._db.execute(f"DELETE FROM offers WHERE {where}", params)
 
     async def use_offer(self, offer_id: int, outcome: OfferOutcome) -> bool:
         """Use an offer once: True for the one caller whose UPDATE changed the row, False for every other.

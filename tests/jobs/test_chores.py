@@ -16,7 +16,7 @@ from bot.frontend.settings_embeds import event_line
 from bot.jobs.chores import Chores, Housekeeping
 from bot.service.client import VideoServiceClient
 from bot.simulator import VideoServiceSimulator
-from bot.store.jobs import JobState, JobStore, NewJob
+from bot.store.jobs import JobState, JobStore, NewJob, NewOffer
 from bot.store.leases import Lease
 from tests.conftest import Clock, StoreOpener
 
@@ -249,3 +249,80 @@ async def test_of_two_processes_on_one_database_only_the_oldest_live_one_posts_t
     assert "refused (`blocklist`)" in posters["second"].lines[0][1]
     await processes[0].tick()  # the first, back from a long stall, finds it no longer leads
     assert len(posters["first"].lines) == 1
+
+
+async def test_one_servers_burst_does_not_delay_another_servers_lines(parts: Parts) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    for user in range(200):  # a burst in one server, before the other server's one line
+        await rules.store.add_event(GUILD, "refused", user_id=user, details={"code": "blocklist"})
+    await rules.change(11, 900, {"log_channel_id": 501})
+
+    share = Chores().lines_per_server
+    assert await chores.post_events() == share + 1  # one round: the bursting server's share, and the other's line
+    assert [channel for channel, _ in poster.lines].count(501) == 1
+    # The burst's lines still go out in their order, a share a round.
+    assert await chores.post_events() == share
+    burst = [text for channel, text in poster.lines if channel == LOG]
+    assert "Log channel" in burst[0] and all("`blocklist`" in text for text in burst[1:])
+    assert [f"<@{user}>" in text for user, text in enumerate(burst[1:])] == [True] * (2 * share - 1)
+
+
+async def test_a_slow_log_channel_holds_back_only_its_own_servers_lines(parts: Parts) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    await rules.change(11, 900, {"log_channel_id": 501})
+    slow = asyncio.Event()
+    fast = poster.__call__
+
+    async def post(channel_id: int, text: str) -> None:
+        if channel_id == LOG:
+            await slow.wait()  # Discord's rate limit on this channel: discord.py sleeps inside the post
+        await fast(channel_id, text)
+
+    chores._post = post
+    round_ = asyncio.create_task(chores.post_events())
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if poster.lines:
+            break
+    assert [channel for channel, _ in poster.lines] == [501]  # posted while the other channel is still waiting
+    slow.set()
+    assert await round_ == 2
+
+
+async def test_old_log_lines_and_closed_offers_are_deleted_on_schedule(parts: Parts) -> None:
+    store, rules, chores, _poster, clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})  # a settings change: kept as the server's history
+    for code in ("blocklist", "member_blocked"):
+        await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": code})
+    await chores.post_events()
+    old_offer = await store.add_offer(NewOffer(kind="confirm", user_id=1, guild_id=GUILD, channel_id=1,
+                                               locale="en-US", expires_at=clock.now + 60, prompt="a fox"))
+    used_offer = await store.add_offer(NewOffer(kind="confirm", user_id=1, guild_id=GUILD, channel_id=1,
+                                                locale="en-US", expires_at=clock.now + 60, prompt="a cat"))
+    assert await store.use_offer(used_offer.id, "used")
+    clock.now += Chores().event_retention_days * 86400 + 1
+    await rules.store.add_event(GUILD, "refused", user_id=3, details={"code": "blocklist"})  # not posted yet
+    open_offer = await store.add_offer(NewOffer(kind="confirm", user_id=1, guild_id=GUILD, channel_id=1,
+                                                locale="en-US", expires_at=clock.now + 60, prompt="a dog"))
+
+    await chores.tick()  # the first tick runs every chore: the retention ones too
+    assert await store.get_offer(old_offer.id) is None and await store.get_offer(used_offer.id) is None
+    assert await store.get_offer(open_offer.id) is not None
+    assert [event.details for event in await rules.store.recent_events(GUILD, "refused")] == [{"code": "blocklist"}]
+    assert len(await rules.store.recent_events(GUILD, "setting")) == 1  # /settings still shows who set the channel
+    assert await chores.prune_old_records() == (0, 0)  # nothing more to delete
+
+
+async def test_pruning_keeps_each_servers_last_settings_changes_and_deletes_in_batches(parts: Parts) -> None:
+    _store, rules, chores, _poster, clock = parts
+    for value in range(8):
+        await rules.change(GUILD, 900, {"cooldown_seconds": value})
+    for user in range(30):
+        await rules.store.add_event(GUILD, "refused", user_id=user, details={"code": "blocklist"})
+    await chores.post_events()  # no log channel: the whole backlog is passed over in one round
+    clock.now += 1
+    assert await rules.store.prune_events(posted_before=clock.now, keep_settings=5, batch=7) == 33
+    assert [event.details["new"] for event in await rules.store.recent_events(GUILD, "setting", limit=10)] == [
+        7, 6, 5, 4, 3]

@@ -18,11 +18,13 @@ from bot.store.jobs import (
     JobStore,
     Migration,
     NewJob,
+    NewOffer,
     SpendCap,
     StoreUnavailable,
     load_migrations,
 )
 from bot.store.leases import Lease
+from bot.store.servers import ServerStore
 from bot.store.sqlite import SqliteDatabase, Step
 from tests.conftest import Clock, StoreOpener
 
@@ -551,3 +553,54 @@ async def test_a_repeated_202_on_the_one_trip_path_changes_nothing(store: JobSto
     assert again == first and again.state == S.PENDING
     events = await store.fetch_all("SELECT kind FROM events WHERE job_id = ?", (job_id,))
     assert [row[0] for row in events] == ["accepted"], "one charge, one event"
+
+
+async def test_events_are_read_a_share_per_server_passed_over_and_pruned_on_both_backends(
+    open_store: StoreOpener,
+) -> None:
+    clock = Clock(1_000.0)
+    servers = ServerStore(await open_store(clock=clock))
+    for user in range(6):
+        await servers.add_event(10, "refused", user_id=user)
+    await servers.add_event(11, "setting", user_id=9, details={"key": "language"})
+    await servers.add_event(12, "refused", user_id=8)
+
+    shares = await servers.unposted_by_server(per_server=2, servers=2)
+    assert list(shares) == [10, 11]  # waiting longest first; server 12 waits for the next round
+    assert [event.user_id for event in shares[10]] == [0, 1]
+
+    assert await servers.pass_over_events(10, written_until=clock.now) == 6
+    assert list(await servers.unposted_by_server(per_server=2, servers=5)) == [11, 12]
+    await servers.mark_posted([event.id for share in shares.values() for event in share if event.guild_id == 11])
+    clock.now += 100
+    # Posted before 1,050: server 10's six lines; server 11's one settings change is its history, kept.
+    assert await servers.prune_events(posted_before=1_050, keep_settings=1, batch=4) == 6
+    assert len(await servers.recent_events(11, "setting")) == 1
+    assert list(await servers.unposted_by_server(per_server=2, servers=5)) == [12]
+
+
+async def test_open_offers_are_bounded_per_member_and_closed_ones_pruned_on_both_backends(
+    open_store: StoreOpener,
+) -> None:
+    clock = Clock(1_000.0)
+    store = await open_store(clock=clock)
+
+    def offer(user_id: int = 1) -> NewOffer:
+        return NewOffer(kind="confirm", user_id=user_id, guild_id=10, channel_id=1, locale="en-US",
+                        expires_at=clock.now + 60, prompt="a fox")
+
+    first = await store.add_offer(offer(), max_open=2)
+    await store.add_offer(offer(), max_open=2)
+    with pytest.raises(AdmissionRefused) as refused:
+        await store.add_offer(offer(), max_open=2)
+    assert (refused.value.code, refused.value.retry_at, refused.value.params) == (
+        "too_many_offers", 1_060.0, {"open": 2, "limit": 2})
+    await store.add_offer(offer(user_id=2), max_open=2)
+    assert await store.use_offer(first.id, "cancelled")
+    clock.now += 30
+    third = await store.add_offer(offer(), max_open=2)  # one slot freed by the cancel
+
+    clock.now += 120  # all of them closed since: the first cancelled at 1,000, the others expired at 1,060 and 1,090
+    assert await store.prune_offers(closed_before=1_061.0) == 3
+    assert await store.get_offer(first.id) is None and await store.get_offer(third.id) is not None
+    assert await store.prune_offers(closed_before=clock.now) == 1
