@@ -22,6 +22,7 @@ from bot.config.settings import Settings
 from bot.core.tasks import cancel_and_wait
 from bot.jobs.progress import ProgressRefresher
 from bot.service.client import VideoServiceClient
+from bot.service.key_budget import KeyBudget
 from bot.store.jobs import JobStore
 from bot.store.servers import Event
 
@@ -70,13 +71,15 @@ class Housekeeping:
         progress: ProgressRefresher | None = None,
         clock: Callable[[], float] = time.time,
         leads: Callable[[], Awaitable[bool]] | None = None,
+        key_budget: KeyBudget | None = None,
     ) -> None:
         """`leads`: whether this process does the chores done once for all processes on the database (the log
-        channels, budget alerts, prompt retention); without it, this process alone does them."""
+        channels, budget alerts, prompt retention); without it, this process alone does them. `key_budget`: the
+        process's one reader of the key's budget (an alert then shares a /balance's read)."""
         self._store = store
         self._leads = leads
         self._rules = rules
-        self._client = client
+        self._key_budget = key_budget or KeyBudget(client)
         self._settings = settings
         self._post = post
         self._event_text = event_text
@@ -189,7 +192,7 @@ class Housekeeping:
         thresholds = await self._rules.store.guilds_with_setting("budget_alert_yen")
         if not thresholds:
             return
-        info = await self._client.key_info()
+        info = await self._key_budget.read()
         left = info.available
         for guild_id, threshold in thresholds.items():
             if not isinstance(threshold, int) or isinstance(threshold, bool):

@@ -31,6 +31,7 @@ from bot.core.retry import RECORD_RETRY, RetryPolicy, retrying
 from bot.core.tasks import LAST_WRITE_SECONDS, BackgroundTasks, finish_despite_cancels
 from bot.service.catalogue import Catalogue, choose_model
 from bot.service.client import KeyInfo, VideoServiceClient
+from bot.service.key_budget import KeyBudget
 from bot.service.pacing import Turn
 from bot.service.validation import check_seed, clean_prompt
 from bot.store.jobs import (
@@ -112,9 +113,11 @@ class VideoRequests:
         record_retry: RetryPolicy = RECORD_RETRY,
         estimate_ready: Callable[[str, float], float] | None = None,
         lease: Lease | None = None,
+        key_budget: KeyBudget | None = None,
     ) -> None:
         """`lease`: this process's, when several share the database: a request is written holding it, and sent
-        only while it is still held (another process that took it over recovers it instead)."""
+        only while it is still held (another process that took it over recovers it instead). `key_budget`: the
+        process's one reader of the key's budget (/balance and the chores share it); one of its own otherwise."""
         self._store = store
         self._lease = lease
         self._client = client
@@ -130,7 +133,7 @@ class VideoRequests:
         self._background = BackgroundTasks(log)
         # Accepted and charged, their record still being retried (by id): close() tries each once more.
         self._unrecorded: dict[int, tuple[Job, str, float]] = {}
-        self._key_read: asyncio.Future[KeyInfo] | None = None  # the /key/info read on its way
+        self.key_budget = key_budget or KeyBudget(client)
         self._recording = asyncio.Semaphore(RECORDING_AT_ONCE)
         # Shutdown (`stop_sending`): the tasks that called `send` (until they end), those of them before their
         # write-ahead, and those the stop cancelled there.
@@ -331,16 +334,13 @@ class VideoRequests:
                         "start-up reports them as possibly charged", len(late), grace)
 
     async def _key_info(self) -> KeyInfo:
-        """The key's budget, read once for every request that checks it while a read is on its way.
+        """The key's budget, read once for every request that checks it while a read is on its way (no older answer).
 
         A burst of requests costs one read of the rate-limited service instead of one each, leaving the limit to
         creates and polls. The check is a courtesy before spending: the service refuses a create its budget
         cannot pay for (rejected, nothing charged), whatever a read said.
         """
-        if self._key_read is None or self._key_read.done():
-            self._key_read = asyncio.ensure_future(self._client.key_info())
-        # Shielded: a requester that gives up does not cancel the read the others wait for.
-        return await asyncio.shield(self._key_read)
+        return await self.key_budget.read(max_age=0)
 
     async def _turn(self, job: Job, on_waiting: Callable[[Job], Awaitable[None]] | None
                     ) -> tuple[Turn, asyncio.Task[None] | None]:

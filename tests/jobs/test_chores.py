@@ -15,6 +15,7 @@ from bot.config.settings import Settings, read_settings
 from bot.frontend.settings_embeds import event_line
 from bot.jobs.chores import Chores, Housekeeping
 from bot.service.client import VideoServiceClient
+from bot.service.key_budget import KeyBudget
 from bot.simulator import VideoServiceSimulator
 from bot.store.jobs import JobState, JobStore, NewJob, NewOffer
 from bot.store.leases import Lease
@@ -62,7 +63,8 @@ async def parts(tmp_path: Path, sim_client: VideoServiceClient):  # type: ignore
     s = settings(PROMPT_RETENTION_DAYS="30")
     rules = server_rules(store, s)
     poster = Poster()
-    chores = Housekeeping(store, rules, sim_client, s, poster, event_text=event_line, chores=Chores(), clock=clock)
+    chores = Housekeeping(store, rules, sim_client, s, poster, event_text=event_line, chores=Chores(), clock=clock,
+                          key_budget=KeyBudget(sim_client, clock=clock))
     yield store, rules, chores, poster, clock
     await store.close()
 
@@ -113,13 +115,16 @@ async def test_a_log_line_discord_cannot_take_now_waits_and_keeps_the_order(part
 async def test_a_budget_alert_is_posted_once_until_the_budget_recovers(
     parts: Parts, simulator: VideoServiceSimulator
 ) -> None:
-    _store, rules, chores, poster, _clock = parts
+    _store, rules, chores, poster, clock = parts
+    checks = Chores().budget_check_seconds
     await rules.change(GUILD, 900, {"log_channel_id": LOG, "budget_alert_yen": 5_000})
     await chores.check_budget()
     assert await rules.store.recent_events(GUILD, "budget_low") == []  # 10,000 left
 
     simulator.spend = 6_000  # 4,000 left: below the threshold
+    clock.now += checks
     await chores.check_budget()
+    clock.now += checks
     await chores.check_budget()
     [alert] = await rules.store.recent_events(GUILD, "budget_low")
     assert alert.details == {"left": 4_000, "threshold": 5_000}
@@ -127,8 +132,10 @@ async def test_a_budget_alert_is_posted_once_until_the_budget_recovers(
     assert "¥4,000 left" in poster.lines[-1][1]
 
     simulator.spend = 1_000  # recovered (a budget raise); the next fall alerts again
+    clock.now += checks
     await chores.check_budget()
     simulator.spend = 9_000
+    clock.now += checks
     await chores.check_budget()
     assert len(await rules.store.recent_events(GUILD, "budget_low")) == 2
 
