@@ -420,6 +420,8 @@ class VideoRequests:
             reason = str(exc) if isinstance(exc, VideoServiceError) else type(exc).__name__
             await self._record_outcome(job, self._store.transition(job.id, JobState.UNKNOWN, last_error=reason))
             raise self._failed(job, "unknown", reason) from exc
+        finally:
+            self.key_budget.spend_moved()  # whatever the answer, /balance reads the key's spend again
         # Logged before the write: if the write fails, the operator can still trace the charge.
         log.info("request %s accepted as job %s (%d yen)", job.reference, remote.id, price, extra=job_fields(job))
         next_poll_at = self._clock() + self._settings.poll_interval_seconds

@@ -66,3 +66,21 @@ async def test_a_reader_that_gives_up_does_not_cancel_the_read_the_others_wait_f
     impatient.cancel()
     assert (await patient).spend == 0
     assert simulator.key_info_requests == 1
+
+
+async def test_a_create_of_this_process_drops_the_answer_kept_and_the_read_on_its_way(
+    simulator: VideoServiceSimulator, sim_client: VideoServiceClient
+) -> None:
+    budget = KeyBudget(sim_client, clock=Clock())
+    await budget.read()
+    simulator.spend = 250  # a create accepted
+    budget.spend_moved()
+    assert (await budget.read()).spend == 250  # fresh, though the kept answer was not old
+
+    before_the_charge = asyncio.create_task(budget.read(max_age=0))  # on its way when the next charge happens
+    await asyncio.sleep(0)
+    budget.spend_moved()
+    simulator.spend = 500
+    await before_the_charge
+    assert (await budget.read()).spend == 500
+    assert simulator.key_info_requests == 4

@@ -9,7 +9,7 @@ import pytest
 
 from bot.core.errors import VideoServiceError
 from bot.frontend.cogs.balance import BalanceCog
-from bot.store.jobs import JobState
+from bot.store.jobs import JobState, NewJob
 from tests.conftest import SIM_KEY
 from tests.frontend.cogs.helpers import (
     GUILD_ID,
@@ -157,3 +157,15 @@ async def test_one_members_repeated_balance_spends_one_read_of_the_keys_rate_lim
     await stack.requests.rules.change(GUILD_ID, 900, {"budget_alert_yen": 5_000})
     await stack.bot.services.housekeeping.check_budget()
     assert stack.simulator.key_info_requests == 1
+
+
+async def test_balance_right_after_a_video_shows_its_charge(stack: Stack, cog: BalanceCog) -> None:
+    """The check before the create read the key a moment ago; the accepted create makes that answer out of date."""
+    await balance(stack, cog)
+    await stack.requests.submit(NewJob(model="", prompt="a kite", seed=None, user_id=OTHER_MEMBER_ID,
+                                       guild_id=GUILD_ID, channel_id=1))
+    stack.log.events.clear()
+
+    reply = await balance(stack, cog)
+
+    assert reply.embed is not None and embed_fields(reply.embed)["Spent"] == "¥250"
