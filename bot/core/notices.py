@@ -9,7 +9,8 @@ from typing import Literal
 
 #: News the worker tells the requester in the channel: `deliver.<notice>`.
 Notice = Literal[
-    "failed", "slow", "stalled", "undeliverable", "unknown", "interrupted", "rejected", "storage_wait", "unrecorded"
+    "failed", "slow", "stalled", "undeliverable", "unknown", "interrupted", "rejected", "storage_wait", "unrecorded",
+    "accepted_late",
 ]
 
 #: Why a guardrail refused a request before anything was spent: `refuse.<code>`.
@@ -20,7 +21,8 @@ RefusalCode = Literal[
 
 #: How a recorded request failed to become an accepted job (see `SubmissionFailed`).
 SubmissionKind = Literal[
-    "rejected", "busy", "unknown", "not_recorded", "stopping", "charged_unusable", "charged_unrecorded"
+    "rejected", "busy", "unknown", "not_recorded", "stopping", "charged_unusable", "charged_unreadable",
+    "charged_unrecorded",
 ]
 
 #: Input that cannot succeed: `error.<code>`.

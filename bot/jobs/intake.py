@@ -14,6 +14,7 @@ from bot.community import guardrails
 from bot.community.server_rules import ServerRules
 from bot.config.settings import Settings
 from bot.core.errors import (
+    AcceptedUnreadable,
     BotError,
     BudgetTooLow,
     OutcomeUnknown,
@@ -35,6 +36,7 @@ from bot.service.key_budget import KeyBudget
 from bot.service.pacing import Turn
 from bot.service.validation import check_seed, clean_prompt
 from bot.store.jobs import (
+    ACCEPTED_LATE,
     STOPPED_BEFORE_SENDING,
     AdmissionRefused,
     IllegalTransition,
@@ -411,6 +413,14 @@ class VideoRequests:
             failed = await self._record_outcome(job, self._store.mark_charged_unusable(job.id, price, exc.shown))
             reason = failed.last_error if failed is not None and failed.last_error else exc.shown
             raise self._failed(job, "charged_unusable", reason, service_job_id=exc.shown) from exc
+        except AcceptedUnreadable as exc:
+            # A 202 is a charge (spec §7): recorded at the price, so the ledger grows as the key's spend does. There
+            # is no job id to poll; the requester gets the reference and the time, which support can trace.
+            log.error("request %s accepted and charged %d yen, but the answer could not be read: %s", job.reference,
+                      price, exc.__cause__ or exc, extra=job_fields(job))
+            failed = await self._record_outcome(job, self._store.mark_charged_unreadable(job.id, price))
+            at = failed.accepted_at if failed is not None and failed.accepted_at is not None else self._clock()
+            raise self._failed(job, "charged_unreadable", str(exc), at=at) from exc
         except OutcomeUnknown as exc:
             await self._record_outcome(job, self._store.transition(job.id, JobState.UNKNOWN, last_error=str(exc)))
             raise self._failed(job, "unknown", str(exc)) from exc
@@ -439,8 +449,17 @@ class VideoRequests:
             raise self._failed(
                 job, "charged_unusable", accepted.last_error or remote.id, service_job_id=remote.id
             )
-        self._on_accepted(accepted)
+        self._accepted(accepted)
         return accepted
+
+    def _accepted(self, accepted: Job) -> None:
+        """Hand a recorded job to the worker; a late 202 on a request given up as unknown is also told to its
+        requester, who was told its outcome could not be known: the video is coming after all."""
+        if accepted.last_error == ACCEPTED_LATE:
+            log.warning("request %s: its 202 came after it was given up as unknown; charged, and the video comes",
+                        accepted.reference, extra=job_fields(accepted))
+            self._tell(accepted, "accepted_late")
+        self._on_accepted(accepted)
 
     async def _record_outcome(self, job: Job, write: Awaitable[Job]) -> Job | None:
         """Record what the create's answer was; if the database fails, the requester is still told that answer
@@ -453,10 +472,10 @@ class VideoRequests:
                       "charged", job.reference, exc, extra=job_fields(job))
             return None
 
-    def _failed(self, job: Job, kind: SubmissionKind, reason: str, *, service_job_id: str | None = None
-                ) -> SubmissionFailed:
+    def _failed(self, job: Job, kind: SubmissionKind, reason: str, *, service_job_id: str | None = None,
+                at: float | None = None) -> SubmissionFailed:
         return SubmissionFailed(job.id, kind, reason, price_yen=self.catalogue.price_of(job.model),
-                                service_job_id=service_job_id)
+                                service_job_id=service_job_id, at=at)
 
     async def _record_later(self, job: Job, service_job_id: str, next_poll_at: float) -> None:
         """Keep trying to record an accepted job; the requester was already told its id and the charge."""
@@ -478,7 +497,7 @@ class VideoRequests:
             return
         log.info("request %s: job %s recorded after all", job.reference, service_job_id, extra=job_fields(job))
         if accepted.state == JobState.PENDING:
-            self._on_accepted(accepted)
+            self._accepted(accepted)
 
     async def close(self) -> None:
         await self._background.cancel_all()

@@ -34,6 +34,7 @@ import aiohttp
 from yarl import URL
 
 from bot.core.errors import (
+    AcceptedUnreadable,
     DownloadTooLarge,
     InsufficientStorage,
     OutcomeUnknown,
@@ -145,9 +146,11 @@ def _ignored_paths(data: Mapping[str, Any], job_id: str) -> tuple[str, ...]:
 
 
 def _accepted_job(data: object) -> RemoteJob:
-    """The job of a 202. It is charged whatever the body says: an unusable id raises UnusableJobId."""
+    """The job of a 202. It is charged whatever the body says: an unusable id raises UnusableJobId, an answer
+    with no job at all AcceptedUnreadable."""
     if not isinstance(data, dict):
-        raise OutcomeUnknown("the service accepted the request but its answer is not a JSON object")
+        raise AcceptedUnreadable("the service accepted (HTTP 202) and charged the request, but its answer is not "
+                                 "a JSON object")
     job_id = safe_job_id(data.get("id"))
     status = data.get("status")
     # Accepted means pending (spec §3); a missing or odd status is the poller's to find out.
@@ -312,8 +315,8 @@ class VideoServiceClient:
 
         `turn`, from `take_turn`: the first attempt leaves at once and gives it back as it goes.
 
-        After a 202: UnusableJobId when the id cannot be used (accepted and charged: never poll it),
-        OutcomeUnknown when the answer cannot be read at all.
+        After a 202 (accepted and charged: never resent): UnusableJobId when the id cannot be used (never poll
+        it), AcceptedUnreadable when the answer cannot be read at all (its body cut off, not JSON, too large).
         """
         body: dict[str, Any] = {"prompt": prompt}
         if seed is not None:
@@ -375,10 +378,11 @@ class VideoServiceClient:
                 if response.status == 202:
                     try:
                         payload = await _read_json(response, "create")
-                    except ProtocolError as exc:
-                        # Accepted and charged, but we cannot tell which job: never resend.
-                        raise OutcomeUnknown(
-                            "the service accepted the request but its answer could not be read"
+                    except (ProtocolError, TimeoutError, aiohttp.ClientError) as exc:
+                        # Accepted and charged (the status says so), but we cannot tell which job: never resend.
+                        raise AcceptedUnreadable(
+                            "the service accepted (HTTP 202) and charged the request, but its answer could not be "
+                            "read"
                         ) from exc
                     return _accepted_job(payload)
                 if 300 <= response.status < 400:

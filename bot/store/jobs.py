@@ -525,10 +525,11 @@ class JobStore:
             return {"service_job_id": service_job_id, "charged_yen": charged_yen, "accepted_at": now,
                     "next_poll_at": next_poll_at, **held}
 
-        # The usual case in one trip: a job id no request holds yet. Anything else is decided below.
+        # The usual case in one trip: a request being sent, and a job id no request holds yet. Anything else (a
+        # late 202 on a request given up as unknown among them) is decided below.
         steps = self._move_steps(
             job_id, S.PENDING, accepted(self._clock()), owner=owner,
-            unless=("EXISTS (SELECT 1 FROM jobs WHERE service_job_id = ?)", (service_job_id,)),
+            unless=("(EXISTS (SELECT 1 FROM jobs WHERE service_job_id = ?) OR state = ?)", (service_job_id, S.UNKNOWN)),
         )
         results = await self._db.write_steps(steps)
         if results is not None:
@@ -539,7 +540,10 @@ class JobStore:
             if holder is not None and int(holder[0]) == job_id:
                 return await self.get(job_id)  # recorded already: the first attempt's commit landed
             if holder is None:
-                moved = await self._move(job_id, S.PENDING, accepted(now), owner=owner)
+                current = await self._one("SELECT state FROM jobs WHERE id = ?", (job_id,))
+                # Its requester was (or is being) told its outcome is unknown: the mark says to tell them it came.
+                late = {"last_error": ACCEPTED_LATE} if current is not None and current[0] == S.UNKNOWN else {}
+                moved = await self._move(job_id, S.PENDING, accepted(now) | late, owner=owner)
             else:
                 moved = await self._move(job_id, S.FAILED, {
                     "charged_yen": charged_yen, "accepted_at": now, "finished_at": now,
@@ -553,6 +557,17 @@ class JobStore:
         return await self.transition(
             job_id, S.FAILED, charged_yen=charged_yen, accepted_at=now, finished_at=now,
             last_error=f"the service gave an unusable job id {shown_id}",
+        )
+
+    async def mark_charged_unreadable(self, job_id: int, charged_yen: int) -> Job:
+        """A 202 whose answer could not be read: charged (the ledger follows the key's spend), no job id to poll,
+        failed at once. Its `accepted_at` is the time support needs to find the charge."""
+        now = self._clock()
+        # The time in the reason too: /status and the final message of the sweep show it, for support.
+        at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
+        return await self.transition(
+            job_id, S.FAILED, charged_yen=charged_yen, accepted_at=now, finished_at=now,
+            last_error=f"{UNREADABLE_202} ({at})",
         )
 
     async def mark_told(self, job_id: int, *, owner: str | None = None) -> None:
@@ -1191,6 +1206,10 @@ _WORKING_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLET
 _OWED_STATES = (*sorted(FINAL_STATES - {S.DELIVERED}), S.UNDELIVERABLE)
 #: Why a request that never left ends interrupted (at a restart, or by the task stopped before it sent it).
 STOPPED_BEFORE_SENDING = "the bot stopped before the request was sent"
+#: The note on a request given up as unknown whose 202 came late (`mark_accepted`): its requester is told it came.
+ACCEPTED_LATE = "accepted late, after its outcome had been given up as unknown"
+#: Why a request whose 202 could not be read failed (`mark_charged_unreadable`).
+UNREADABLE_202 = "the service accepted (HTTP 202) and charged it, but its answer could not be read"
 #: What a request cut off before its answer becomes, at a restart or when another process takes it over.
 _RECOVERY: dict[JobState, tuple[JobState, str]] = {
     S.RECEIVED: (S.INTERRUPTED, STOPPED_BEFORE_SENDING),

@@ -24,6 +24,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer, unused_port
 
 from bot.core.errors import (
+    AcceptedUnreadable,
     DownloadTooLarge,
     InsufficientStorage,
     NotAnMp4,
@@ -150,11 +151,11 @@ class FakeService:
         return handler
 
     @staticmethod
-    def short(data: bytes, announced: int) -> Handler:
+    def short(data: bytes, announced: int, *, status: int = 200) -> Handler:
         """Announce `announced` bytes, send `data`, then hang up."""
 
         async def handler(request: web.Request) -> web.StreamResponse:
-            response = web.StreamResponse(headers={"Content-Length": str(announced)})
+            response = web.StreamResponse(status=status, headers={"Content-Length": str(announced)})
             await response.prepare(request)
             await response.write(data)
             assert request.transport is not None
@@ -419,13 +420,24 @@ async def test_refused_connection_is_retried_because_nothing_was_sent(
 
 
 @pytest.mark.parametrize(
-    "body", [b"not json", b"[1, 2]", b'"vid_1"', b"\xff\xfe garbage", b"[" * 100_000, b"{" + b" " * 100_000 + b"}"]
+    "body", [b"not json", b"[1, 2]", b'"vid_1"', b"\xff\xfe garbage", b"[" * 100_000, b"{" + b" " * 100_000 + b"}",
+             b"", b"null"]
 )
-async def test_accepted_but_unreadable_answer_is_outcome_unknown(
+async def test_accepted_but_unreadable_answer_is_a_charge_with_no_job(
     client: VideoServiceClient, service: FakeService, body: bytes
 ) -> None:
     service.on("POST", CREATE, service.reply(202, body=body), service.reply(202, payload=ACCEPTED))
-    with pytest.raises(OutcomeUnknown):
+    with pytest.raises(AcceptedUnreadable):
+        await client.create("a fox")
+    assert len(service.calls("POST", CREATE)) == 1
+
+
+async def test_a_202_whose_body_is_cut_off_is_a_charge_with_no_job_and_never_resent(
+    client: VideoServiceClient, service: FakeService
+) -> None:
+    """The status line said 202 (accepted, charged); the connection then dropped within the body."""
+    service.on("POST", CREATE, service.short(b'{"id": "vid_', 200, status=202), service.reply(202, payload=ACCEPTED))
+    with pytest.raises(AcceptedUnreadable):
         await client.create("a fox")
     assert len(service.calls("POST", CREATE)) == 1
 

@@ -7,6 +7,7 @@ import pytest
 
 import bot.store.jobs
 from bot.store.jobs import (
+    ACCEPTED_LATE,
     SCHEMA_VERSION,
     TRANSITIONS,
     Admission,
@@ -514,7 +515,22 @@ async def test_a_late_202_on_a_request_given_up_as_unknown_is_recorded_and_taken
     late = await store.mark_accepted(job.id, "vid_late", 250, next_poll_at=1.0, lease=stalled)
     assert (late.state, late.charged_yen, late.service_job_id) == (S.PENDING, 250, "vid_late")
     assert late.lease_owner == stalled.owner, "the process that got the 202 polls it"
+    assert late.last_error == ACCEPTED_LATE, "marked, so its requester is told the video comes after all"
     assert await store.ledger() == (1, 250)
+    on_time = await store.add_submission(new_job())
+    await store.transition(on_time.id, S.SUBMITTING)
+    assert (await store.mark_accepted(on_time.id, "vid_on_time", 250, next_poll_at=1.0)).last_error is None
+
+
+async def test_a_202_whose_answer_cannot_be_read_is_charged_failed_and_counted(store: JobStore) -> None:
+    job = await store.add_submission(new_job())
+    await store.transition(job.id, S.SUBMITTING)
+    failed = await store.mark_charged_unreadable(job.id, 250)
+    assert (failed.state, failed.charged_yen, failed.service_job_id) == (S.FAILED, 250, None)
+    assert failed.accepted_at is not None and failed.accepted_at == failed.finished_at
+    assert "UTC" in (failed.last_error or "")
+    assert await store.ledger() == (1, 250)
+    assert [usage.id for usage in await store.usage_jobs(10, 0, failed.accepted_at + 1)] == [job.id]
 
 
 # -- one-trip writes (Database.write_steps) and SQLite's BEGIN sent with the first statement ---------------
