@@ -984,10 +984,14 @@ class JobStore:
         """A job by local reference (`#42` or `42`) or by the service's job id, within one server."""
         text = reference.strip()
         local = text.removeprefix("#")
-        if local.isascii() and local.isdigit():  # not "²", a digit to isdigit() that int() refuses
+        # Not "²" (a digit to isdigit() that int() refuses), and a number a row id can be: both databases keep ids in
+        # 64 bits, and a longer one would fail there (20 digits) or in int() itself (over 4,300): not found.
+        if local.isascii() and local.isdigit() and len(local) <= MAX_ID_DIGITS and int(local) <= MAX_ROW_ID:
             jobs = await self._jobs("SELECT * FROM jobs WHERE id = ? AND guild_id IS ?", (int(local), guild_id))
             if jobs:
                 return jobs[0]
+        if "\x00" in text:
+            return None  # PostgreSQL's text cannot hold a NUL (it would refuse the query), and no job id has one
         jobs = await self._jobs("SELECT * FROM jobs WHERE service_job_id = ? AND guild_id IS ?", (text, guild_id))
         return jobs[0] if jobs else None
 
@@ -1204,6 +1208,9 @@ def _marks(values: Sequence[object]) -> str:
 _WORKING_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
 #: States whose requester is owed one final message (a delivered video is its own): held until told.
 _OWED_STATES = (*sorted(FINAL_STATES - {S.DELIVERED}), S.UNDELIVERABLE)
+#: The largest row id either database stores (a signed 64-bit integer), and its number of digits.
+MAX_ROW_ID = 2**63 - 1
+MAX_ID_DIGITS = len(str(MAX_ROW_ID))
 #: Why a request that never left ends interrupted (at a restart, or by the task stopped before it sent it).
 STOPPED_BEFORE_SENDING = "the bot stopped before the request was sent"
 #: The note on a request given up as unknown whose 202 came late (`mark_accepted`): its requester is told it came.

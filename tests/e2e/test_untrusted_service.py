@@ -183,9 +183,9 @@ async def test_the_paths_the_service_sends_are_never_followed(
 
 
 CAUSES: dict[str, str | None] = {
-    "html": "not an 'ftyp' box",
-    "json_error": "not an 'ftyp' box",
-    "not_mp4_bytes": "not an 'ftyp' box",
+    "html": "does not start with an 'ftyp' box",
+    "json_error": "does not start with an 'ftyp' box",
+    "not_mp4_bytes": "does not start with an 'ftyp' box",
     "empty": "the file is empty",
     "truncated": None,  # see test_a_truncated_download_names_the_short_body
 }

@@ -370,6 +370,14 @@ async def test_find_by_local_reference_or_service_id_within_a_server(store: JobS
     assert await store.find("#9999", guild_id=10) is None
 
 
+@pytest.mark.parametrize("reference", [
+    "#" + "9" * 19, "#" + "1" * 20, "9" * 20, "#" + "1" * 5000, "1" * 100_000, "#-1", "#0x10", "#１２", "# 12",
+    "\x00", "#" + "9" * 19 + "\x00",
+])
+async def test_a_reference_of_any_length_or_shape_is_simply_not_found(store: JobStore, reference: str) -> None:
+    assert await store.find(reference, guild_id=10) is None
+
+
 async def test_recent_jobs_newest_first_and_ledger_totals(store: JobStore) -> None:
     for i in range(12):
         job = await store.add_submission(new_job(user_id=1, guild_id=10, prompt=f"p{i}"))
