@@ -33,6 +33,7 @@ from bot.jobs.worker import Deliverer, JobWorker, WorkerConfig
 from bot.ops.metrics import Metrics, MetricsEndpoint, TimedDeliverer
 from bot.service.catalogue import Catalogue, load_catalogue
 from bot.service.client import ClientObserver, VideoServiceClient
+from bot.service.key_budget import KeyBudget
 from bot.service.pacing import Pacer, service_pacer
 from bot.store.jobs import Job, JobStore
 from bot.store.leases import Lease, take_shards
@@ -192,15 +193,17 @@ async def open_services(
                 on_accepted(job)
 
         rules = server_rules(store, settings)
+        # One reader of the key's budget for the process: the check before a create, /balance and the alerts.
+        key_budget = KeyBudget(service)
         requests = VideoRequests(
             store, service, settings, rules, catalogue=catalogue, on_accepted=accepted, tell=job_worker.tell,
-            clock=clock, estimate_ready=durations.expected_ready_at, lease=lease,
+            clock=clock, estimate_ready=durations.expected_ready_at, lease=lease, key_budget=key_budget,
         )
         chores_runner = Housekeeping(
             store, rules, service, settings, post_line or _no_log_channel, event_text=event_line,
             guild_locale=guild_locale, chores=chores,
             progress=ProgressRefresher(store, deliverer, durations.expected_ready_at, clock=clock, owner=lease.owner),
-            clock=clock, leads=partial(store.leads_chores, lease),
+            clock=clock, leads=partial(store.leads_chores, lease), key_budget=key_budget,
         )
         offers = Offers(store, lifetime=settings.offer_seconds)
         if metrics is not None and settings.metrics_port is not None:

@@ -127,6 +127,7 @@ LOG_LINES = "log lines"
 BUDGET_ALERTS = "budget alerts"
 RECEIPTS = "receipt refresh"
 PROMPT_RETENTION = "prompt retention"
+RECORD_RETENTION = "event and offer retention"
 
 POLICY: dict[str, Policy] = {
     VIDEO: Policy(Kind.COMMAND, (*_SERVER, _C.NOT_PAUSED, _C.MEMBER_RULES, _C.SPENDING_LIMITS)),
@@ -154,6 +155,7 @@ POLICY: dict[str, Policy] = {
     BUDGET_ALERTS: Policy(Kind.CHORE, (_C.SERVER_LISTED,)),
     RECEIPTS: Policy(Kind.CHORE, ()),
     PROMPT_RETENTION: Policy(Kind.CHORE, ()),
+    RECORD_RETENTION: Policy(Kind.CHORE, ()),
 }
 
 

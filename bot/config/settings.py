@@ -15,6 +15,7 @@ from dotenv import load_dotenv
 
 from bot.config.database_url import is_postgres_url, password_of, redacted, sqlite_path_of
 from bot.config.shards import ShardPlan, shard_problems
+from bot.core.addresses import is_local_host
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +223,13 @@ def read_settings(env: Mapping[str, str]) -> Settings:
             r.problems.append("VIDEO_API_BASE_URL must be an http(s) address such as https://api.example.com")
         elif parts.username or parts.password or parts.query:
             r.problems.append("VIDEO_API_BASE_URL must not carry credentials or a query: the key goes in VIDEO_API_KEY")
+        elif parts.scheme == "http" and not is_local_host(parts.hostname or ""):
+            # The key goes in every request's header: over plain http to another network, anyone on the way reads it.
+            r.problems.append(
+                f"VIDEO_API_BASE_URL is plain http:// to a remote host, which would send the API key unencrypted: use "
+                f"https://{parts.netloc}{parts.path} (only a local or private address, such as http://127.0.0.1:8080 "
+                "for the simulator, may use http://)"
+            )
     api_key = r.required("VIDEO_API_KEY")
     database_path = Path(r.raw("DATABASE_PATH") or "data/bot.sqlite3")
     database_url = r.raw("DATABASE_URL")

@@ -103,18 +103,21 @@ class SubmissionFailed(BotError):
     0 yen), `unknown` (the request left and no answer came back: it may have been charged),
     `not_recorded` (the database failed before the create: nothing sent, 0 yen), `stopping` (the bot began
     to stop before the create: nothing sent, 0 yen), `charged_unusable`
-    (accepted and charged, but the service's job id cannot be used: failed, for support) or
-    `charged_unrecorded` (accepted and charged, the database failed; the bot keeps trying to record it).
+    (accepted and charged, but the service's job id cannot be used: failed, for support),
+    `charged_unreadable` (accepted and charged, but the answer could not be read: failed, for support, with
+    `at`) or `charged_unrecorded` (accepted and charged, the database failed; the bot keeps trying to record it).
     """
 
     def __init__(
-        self, job_id: int, kind: SubmissionKind, reason: str, *, price_yen: int, service_job_id: str | None = None
+        self, job_id: int, kind: SubmissionKind, reason: str, *, price_yen: int, service_job_id: str | None = None,
+        at: float | None = None,
     ) -> None:
         self.job_id = job_id
         self.price_yen = price_yen  # of the model asked for: what a charge would have been
         self.kind = kind
         self.reason = reason
         self.service_job_id = service_job_id
+        self.at = at  # unix time of the service's answer, where support needs it to find a charge with no job id
         super().__init__(f"request #{job_id} {kind}: {reason}")
 
     @property
@@ -133,6 +136,14 @@ class UnusableJobId(VideoServiceError):
     def __init__(self, shown: str) -> None:
         self.shown = shown
         super().__init__(f"the service gave a job id the bot cannot use: {shown}")
+
+
+class AcceptedUnreadable(VideoServiceError):
+    """The service accepted a create (HTTP 202, so it is charged) but its answer could not be read: no job id.
+
+    The caller records the charge (the ledger must follow the key's spend), fails the request (there is nothing
+    to poll), never resends it, and tells the requester its reference and the time, for support.
+    """
 
 
 class UnreadableKeyInfo(ProtocolError):

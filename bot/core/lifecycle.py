@@ -38,7 +38,8 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     # (never sent); cancelled: by its requester while it waited for the bot's pacing turn (once `submitting`, it
     # may be on its way: no cancel).
     S.RECEIVED: frozenset({S.SUBMITTING, S.REJECTED, S.INTERRUPTED, S.CANCELLED}),
-    # failed: accepted and charged, but the service's job id is unusable or already held by another request;
+    # failed: accepted and charged, but the service's job id is unusable or already held by another request, or
+    # its answer could not be read (a 202 is a charge all the same);
     # interrupted: the bot stopped while writing it down, before the create left (the sending task knows).
     S.SUBMITTING: frozenset({S.PENDING, S.REJECTED, S.UNKNOWN, S.FAILED, S.INTERRUPTED}),
     S.PENDING: frozenset({S.IN_PROGRESS, S.COMPLETED, S.FAILED, S.STALLED}),
@@ -53,7 +54,8 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     S.STALLED: frozenset(),
     S.REJECTED: frozenset(),
     # pending: the 202 came after all, late, after the request was given up as unknown (its process stalled
-    # past its lease and another took the request over): the charge is recorded and the video still comes.
+    # past its lease and another took the request over): the charge is recorded, the video still comes, and its
+    # requester is told so.
     S.UNKNOWN: frozenset({S.PENDING}),
     S.INTERRUPTED: frozenset(),
     S.CANCELLED: frozenset(),

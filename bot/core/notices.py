@@ -9,18 +9,20 @@ from typing import Literal
 
 #: News the worker tells the requester in the channel: `deliver.<notice>`.
 Notice = Literal[
-    "failed", "slow", "stalled", "undeliverable", "unknown", "interrupted", "rejected", "storage_wait", "unrecorded"
+    "failed", "slow", "stalled", "undeliverable", "unknown", "interrupted", "rejected", "storage_wait", "unrecorded",
+    "accepted_late",
 ]
 
 #: Why a guardrail refused a request before anything was spent: `refuse.<code>`.
 RefusalCode = Literal[
     "cooldown", "too_many_active", "guild_daily_cap", "guild_monthly_cap", "member_daily_cap", "member_monthly_cap",
-    "channel", "role", "blocklist", "member_blocked", "paused", "server_not_allowed",
+    "channel", "role", "blocklist", "member_blocked", "paused", "server_not_allowed", "too_many_offers",
 ]
 
 #: How a recorded request failed to become an accepted job (see `SubmissionFailed`).
 SubmissionKind = Literal[
-    "rejected", "busy", "unknown", "not_recorded", "stopping", "charged_unusable", "charged_unrecorded"
+    "rejected", "busy", "unknown", "not_recorded", "stopping", "charged_unusable", "charged_unreadable",
+    "charged_unrecorded",
 ]
 
 #: Input that cannot succeed: `error.<code>`.

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, Self
 
 import discord
+from discord import app_commands
 from discord.ext import commands, tasks
 
 from bot.community import trust
@@ -87,6 +88,10 @@ class VideoBot(commands.AutoShardedBot):
             intents=intents,
             tree_cls=VideoCommandTree,
             allowed_mentions=discord.AllowedMentions.none(),
+            # Every command, now and later, is for servers only: installed to a server (never to a user account,
+            # which would carry them outside every server's rules) and used in its channels (never in DMs).
+            allowed_installs=app_commands.AppInstallationType(guild=True, user=False),
+            allowed_contexts=app_commands.AppCommandContext(guild=True, dm_channel=False, private_channel=False),
         )
         self.settings = settings
         # Read before the cogs load: /video's shape depends on it.

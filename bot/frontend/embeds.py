@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import discord
 
 from bot.core.errors import BudgetTooLow, InvalidRequest, ModelProblem, ModelUnavailable, SubmissionFailed
@@ -73,6 +75,7 @@ _SUBMISSION_KEYS: dict[SubmissionKind, str] = {
     "not_recorded": "error.not_recorded",
     "stopping": "error.stopping",
     "charged_unusable": "error.charged_unusable",
+    "charged_unreadable": "error.charged_unreadable",
     "charged_unrecorded": "error.charged_unrecorded",
 }
 
@@ -268,7 +271,15 @@ def submission_failed_text(error: SubmissionFailed, locale: str) -> str:
     # Every kind gets every parameter; each text uses the ones it needs.
     return fit_content(t(locale, submission_key(error.kind), ref=f"#{error.job_id}",
                          reason=plain(error.reason, REASON_CHARS), zero=yen(0, locale),
-                         price=yen(error.price_yen, locale), job_id=code(error.service_job_id or "—")))
+                         price=yen(error.price_yen, locale), job_id=code(error.service_job_id or "—"),
+                         at=_support_time(error.at)))
+
+
+def _support_time(unix: float | None) -> str:
+    """A moment as support reads it (UTC, to the second), beside the reader's own clock (a Discord timestamp)."""
+    if unix is None:
+        return "—"
+    return f"`{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(unix))}` (<t:{int(unix)}:f>)"
 
 
 def budget_text(error: BudgetTooLow, locale: str) -> str:

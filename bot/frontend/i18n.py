@@ -86,6 +86,9 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "error.charged_unusable": "Request {ref} was accepted and charged {price}, but the video service's answer "
         "cannot be used: {reason}. The bot will not follow it. Give support the job id {job_id} and the reference "
         "{ref} for credit.",
+        "error.charged_unreadable": "Request {ref} was accepted and charged {price} at {at}, but the video "
+        "service's answer could not be read, so the bot cannot follow the video. It will not be resent. For a credit, "
+        "give support the reference {ref} and that time.",
         "error.charged_unrecorded": "Request {ref} was accepted as job {job_id} and charged {price}, but the bot "
         "could not record it yet. It keeps trying and will post the video here; if it cannot, it will tell you. "
         "Keep the job id {job_id} for support.",
@@ -114,6 +117,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "refuse.member_blocked": "This server's admins have stopped your video requests. Nothing was spent.",
         "refuse.paused": "Video requests are paused by the bot's host for now. Nothing was spent.",
         "refuse.server_not_allowed": "This bot is not enabled for this server. Nothing was spent.",
+        "refuse.too_many_offers": "You already have {open} confirmations waiting for a click (the limit is "
+        "{limit}). Use or cancel one, or ask again {when}. Nothing was spent.",
         "error.term_empty": "A blocklist term needs some text besides `*`.",
         "error.term_too_long": "A blocklist term can be at most {limit} characters.",
         # /settings (server admins)
@@ -325,6 +330,9 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "checking; nothing is lost.",
         "deliver.stalled": "{mention} your video {ref} did not finish within {hours} hours, so the bot stopped "
         "checking it. Give support the job id {job_id}.",
+        "deliver.accepted_late": "{mention} your video request {ref} was accepted by the video service after all "
+        "(job {job_id}, charged {price}): the earlier message that its outcome was unknown no longer holds. The video "
+        "will be posted here when it is ready.",
         "deliver.unknown": "{mention} your video request {ref} was being sent when the bot stopped, so it cannot "
         "tell whether the video service accepted it (and charged {price}). It will not be resent automatically. "
         "Check `/status {ref}` before asking again.",
@@ -430,6 +438,9 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "後でもう一度お試しください。",
         "error.charged_unusable": "リクエスト {ref} は受け付けられ{price}が課金されましたが、動画サービスの応答が使えません：{reason}。"
         "ボットは追跡しません。ジョブID {job_id} と参照 {ref} をサポートに伝えてクレジットを受けてください。",
+        "error.charged_unreadable": "リクエスト {ref} は{at}に受け付けられ{price}が課金されましたが、動画サービスの"
+        "応答を読み取れなかったため、ボットは動画を追跡できません。再送はしません。クレジットを受けるには、参照 {ref} と"
+        "この時刻をサポートに伝えてください。",
         "error.charged_unrecorded": "リクエスト {ref} はジョブ {job_id} として受け付けられ{price}が課金されましたが、"
         "ボットがまだ記録できていません。再試行を続け、動画はここに投稿します。できない場合はお知らせします。"
         "サポート用にジョブID {job_id} を控えてください。",
@@ -457,6 +468,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "費用はかかっていません。",
         "refuse.paused": "ボットの運営者により、動画リクエストは現在一時停止中です。費用はかかっていません。",
         "refuse.server_not_allowed": "このサーバーではこのボットを利用できません。費用はかかっていません。",
+        "refuse.too_many_offers": "クリック待ちの確認がすでに{open}件あります（上限{limit}件）。どれかを使うか"
+        "キャンセルするか、{when}にもう一度どうぞ。費用はかかっていません。",
         "error.term_empty": "ブロックリストの語句には `*` 以外の文字が必要です。",
         "error.term_too_long": "ブロックリストの語句は{limit}文字までです。",
         "cmd.settings": "サーバー管理者向け：このサーバーの動画ルール（上限・場所・ブロックリスト・メンバー・モデル）。",
@@ -652,6 +665,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "失われることはありません。",
         "deliver.stalled": "{mention} 動画 {ref} は{hours}時間以内に完成しなかったため、確認を止めました。"
         "サポートにジョブID {job_id} を伝えてください。",
+        "deliver.accepted_late": "{mention} 動画リクエスト {ref} は結局、動画サービスに受け付けられました（ジョブ {job_id}、"
+        "{price}課金済み）。先にお伝えした「結果が分からない」はもう当てはまりません。動画はできしだいここに投稿します。",
         "deliver.unknown": "{mention} 動画リクエスト {ref} の送信中にボットが停止したため、動画サービスが受け付けて"
         "{price}を課金したかどうか分かりません。自動では再送しません。もう一度頼む前に `/status {ref}` で確認してください。",
         "cmd.usage": "期間ごとのこのサーバーの使用額（メンバー別・失敗したジョブ）。サーバー管理権限がなければ自分の分のみ。",

@@ -1,7 +1,10 @@
-"""The bot's chores beside the jobs: log channels, budget alerts, waiting receipts, forgetting old prompts.
+"""The bot's chores beside the jobs: log channels, budget alerts, waiting receipts, forgetting old prompts,
+pruning old events and offers.
 
 Events are written to the database in the same transaction as what they report (bot/store/jobs.py,
-bot/store/servers.py), and posted from here in order, so a stop between the two loses no log line.
+bot/store/servers.py), and posted from here in order per server, so a stop between the two loses no log line.
+Servers take turns: each round posts a bounded share of every waiting server's lines, all servers at once, so
+one server's burst (or its slow channel) never holds back another's lines and alerts.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from bot.config.settings import Settings
 from bot.core.tasks import cancel_and_wait
 from bot.jobs.progress import ProgressRefresher
 from bot.service.client import VideoServiceClient
+from bot.service.key_budget import KeyBudget
 from bot.store.jobs import JobStore
 from bot.store.servers import Event
 
@@ -33,9 +37,13 @@ EventText = Callable[[Event, str], str]
 GuildLocale = Callable[[int], str | None]
 
 BUDGET_ALERT_KEY = "budget_alert:{guild_id}"
+#: Settings changes kept per server however old: `/settings` shows the latest five as its history.
+SETTINGS_HISTORY_KEPT = 5
 
 #: The chores, by their actions in the trust model (bot/community/trust.py; docs/trust.md lists them).
-CHORES: tuple[str, ...] = (trust.LOG_LINES, trust.BUDGET_ALERTS, trust.RECEIPTS, trust.PROMPT_RETENTION)
+CHORES: tuple[str, ...] = (
+    trust.LOG_LINES, trust.BUDGET_ALERTS, trust.RECEIPTS, trust.PROMPT_RETENTION, trust.RECORD_RETENTION,
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,13 @@ class Chores:
     retention_check_seconds: float = 3600.0
     give_up_posting_after: float = 3600.0  # a log line Discord keeps refusing is dropped after this
     closed_channel_seconds: float = 600.0  # after a 403/404, the channel's lines are dropped this long
+    # A round (one tick) posts up to this many lines per server, near Discord's own pace for one channel (about 5
+    # messages per 5 s): a burst waits in the database, and a round held by one channel's rate-limit sleep (the
+    # other servers' shares go on meanwhile) ends within seconds.
+    lines_per_server: int = 3
+    servers_per_round: int = 50  # servers posted to at once in a round; more wait for the next round
+    event_retention_days: float = 90.0  # posted log lines are deleted after this (the settings history's last 5 stay)
+    offer_retention_seconds: float = 86400.0  # closed offers (used, cancelled, expired) are deleted after this
 
 
 class Housekeeping:
@@ -62,13 +77,15 @@ class Housekeeping:
         progress: ProgressRefresher | None = None,
         clock: Callable[[], float] = time.time,
         leads: Callable[[], Awaitable[bool]] | None = None,
+        key_budget: KeyBudget | None = None,
     ) -> None:
         """`leads`: whether this process does the chores done once for all processes on the database (the log
-        channels, budget alerts, prompt retention); without it, this process alone does them."""
+        channels, budget alerts, prompt retention); without it, this process alone does them. `key_budget`: the
+        process's one reader of the key's budget (an alert then shares a /balance's read)."""
         self._store = store
         self._leads = leads
         self._rules = rules
-        self._client = client
+        self._key_budget = key_budget or KeyBudget(client)
         self._settings = settings
         self._post = post
         self._event_text = event_text
@@ -125,6 +142,7 @@ class Housekeeping:
         if leading and now - self._last_retention >= self._chores.retention_check_seconds:
             self._last_retention = now
             chores.append((trust.PROMPT_RETENTION, self.erase_old_prompts))
+            chores.append((trust.RECORD_RETENTION, self.prune_old_records))
         for name, chore in chores:
             try:
                 await chore()
@@ -133,41 +151,50 @@ class Housekeeping:
 
     # -- the chores ---------------------------------------------------------------------------------
 
-    async def post_events(self, limit: int = 50) -> int:
-        """Post waiting events to their servers' log channels, in order per server; returns how many were posted.
+    async def post_events(self) -> int:
+        """Post one round of waiting events to their servers' log channels; returns how many were posted.
 
-        A channel Discord cannot take a line for right now holds back only its own server's lines; one
+        Each server's share (`Chores.lines_per_server`, its oldest lines, in order) is posted in a task of its
+        own, every server's at once: a server whose channel is slow or rate-limited holds back only its own
+        lines. A channel Discord cannot take a line for right now keeps its server's later lines waiting; one
         that refuses the bot (gone, or no access) gets none for a while, so a flood costs one refusal.
         """
+        shares = await self._rules.store.unposted_by_server(
+            per_server=self._chores.lines_per_server, servers=self._chores.servers_per_round
+        )
+        posted = await asyncio.gather(*(self._post_share(events) for events in shares.values()))
+        return sum(posted)
+
+    async def _post_share(self, events: list[Event]) -> int:
+        """Post one server's share of a round, in order; stops at a line Discord cannot take now."""
         posted = 0
-        held: set[int] = set()
         now = self._clock()
-        for event in await self._rules.store.unposted_events(limit):
-            if event.guild_id in held:
+        guild_id = events[0].guild_id
+        server = await self._rules.effective(guild_id)
+        channel = server.log_channel_id
+        listed = self._speaks_to(trust.LOG_LINES, guild_id)  # a server the host no longer lists hears nothing more
+        if not listed or channel is None or self._closed_until.get(channel, 0.0) > now:
+            # Nowhere to post: the server's whole backlog is passed over at once, not a share a round.
+            await self._rules.store.pass_over_events(guild_id, written_until=now)
+            return 0
+        language = server.language or self._guild_locale(guild_id) or "en"
+        for event in events:
+            if self._closed_until.get(channel, 0.0) > now:
+                await self._rules.store.mark_posted([event.id])  # closed by this share's own refusal just now
                 continue
-            if not self._speaks_to(trust.LOG_LINES, event.guild_id):
-                await self._rules.store.mark_posted([event.id])
-                continue
-            server = await self._rules.effective(event.guild_id)
-            channel = server.log_channel_id
-            if channel is None or self._closed_until.get(channel, 0.0) > now:
-                await self._rules.store.mark_posted([event.id])
-                continue
-            language = server.language or self._guild_locale(event.guild_id) or "en"
             try:
                 await self._post(channel, self._event_text(event, language))
             except (discord.Forbidden, discord.NotFound):
                 # No retry helps; the admins can pick another channel with /settings log_channel.
                 log.warning("server %s: cannot post to log channel %s; its lines are dropped for %.0f s",
-                            event.guild_id, channel, self._chores.closed_channel_seconds)
+                            guild_id, channel, self._chores.closed_channel_seconds)
                 self._closed_until[channel] = now + self._chores.closed_channel_seconds
             except (discord.HTTPException, OSError) as exc:
                 if now - event.created_at < self._chores.give_up_posting_after:
-                    log.warning("server %s: log channel unavailable (%s); retrying next round", event.guild_id,
+                    log.warning("server %s: log channel unavailable (%s); retrying next round", guild_id,
                                 type(exc).__name__)
-                    held.add(event.guild_id)  # keep this server's order: its later lines wait for this one
-                    continue
-                log.warning("server %s: event %s dropped after an hour of failures", event.guild_id, event.id)
+                    return posted  # keep this server's order: its later lines wait for this one
+                log.warning("server %s: event %s dropped after an hour of failures", guild_id, event.id)
             else:
                 posted += 1
             await self._rules.store.mark_posted([event.id])
@@ -182,7 +209,7 @@ class Housekeeping:
         }
         if not thresholds:
             return
-        info = await self._client.key_info()
+        info = await self._key_budget.read()
         left = info.available
         for guild_id, threshold in thresholds.items():
             if not isinstance(threshold, int) or isinstance(threshold, bool):
@@ -206,6 +233,18 @@ class Housekeeping:
             log.info("erased the prompts of %d requests finished more than %d days ago", erased,
                      self._settings.prompt_retention_days)
         return erased
+
+    async def prune_old_records(self) -> tuple[int, int]:
+        """Delete log lines posted more than `event_retention_days` ago (each server's last settings changes stay:
+        `/settings` shows them) and offers closed more than `offer_retention_seconds` ago; returns both counts."""
+        now = self._clock()
+        events = await self._rules.store.prune_events(
+            posted_before=now - self._chores.event_retention_days * 86400, keep_settings=SETTINGS_HISTORY_KEPT
+        )
+        offers = await self._store.prune_offers(closed_before=now - self._chores.offer_retention_seconds)
+        if events or offers:
+            log.info("deleted %d old log events and %d closed offers", events, offers)
+        return events, offers
 
     async def forget_servers_left(self, present: set[int]) -> int:
         """At start-up: erase the prompts of servers the bot was removed from while it was not running.

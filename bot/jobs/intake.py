@@ -14,6 +14,7 @@ from bot.community import guardrails, trust
 from bot.community.server_rules import RequestRules, ServerRules
 from bot.config.settings import Settings
 from bot.core.errors import (
+    AcceptedUnreadable,
     BotError,
     BudgetTooLow,
     OutcomeUnknown,
@@ -31,9 +32,11 @@ from bot.core.retry import RECORD_RETRY, RetryPolicy, retrying
 from bot.core.tasks import LAST_WRITE_SECONDS, BackgroundTasks, finish_despite_cancels
 from bot.service.catalogue import Catalogue, choose_model
 from bot.service.client import KeyInfo, VideoServiceClient
+from bot.service.key_budget import KeyBudget
 from bot.service.pacing import Turn
 from bot.service.validation import check_seed, clean_prompt
 from bot.store.jobs import (
+    ACCEPTED_LATE,
     STOPPED_BEFORE_SENDING,
     AdmissionRefused,
     IllegalTransition,
@@ -121,9 +124,11 @@ class VideoRequests:
         record_retry: RetryPolicy = RECORD_RETRY,
         estimate_ready: Callable[[str, float], float] | None = None,
         lease: Lease | None = None,
+        key_budget: KeyBudget | None = None,
     ) -> None:
         """`lease`: this process's, when several share the database: a request is written holding it, and sent
-        only while it is still held (another process that took it over recovers it instead)."""
+        only while it is still held (another process that took it over recovers it instead). `key_budget`: the
+        process's one reader of the key's budget (/balance and the chores share it); one of its own otherwise."""
         self._store = store
         self._lease = lease
         self._client = client
@@ -139,7 +144,7 @@ class VideoRequests:
         self._background = BackgroundTasks(log)
         # Accepted and charged, their record still being retried (by id): close() tries each once more.
         self._unrecorded: dict[int, tuple[Job, str, float]] = {}
-        self._key_read: asyncio.Future[KeyInfo] | None = None  # the /key/info read on its way
+        self.key_budget = key_budget or KeyBudget(client)
         self._recording = asyncio.Semaphore(RECORDING_AT_ONCE)
         # Shutdown (`stop_sending`): the tasks that called `send` (until they end), those of them before their
         # write-ahead, and those the stop cancelled there.
@@ -362,16 +367,13 @@ class VideoRequests:
                         "start-up reports them as possibly charged", len(late), grace)
 
     async def _key_info(self) -> KeyInfo:
-        """The key's budget, read once for every request that checks it while a read is on its way.
+        """The key's budget, read once for every request that checks it while a read is on its way (no older answer).
 
         A burst of requests costs one read of the rate-limited service instead of one each, leaving the limit to
         creates and polls. The check is a courtesy before spending: the service refuses a create its budget
         cannot pay for (rejected, nothing charged), whatever a read said.
         """
-        if self._key_read is None or self._key_read.done():
-            self._key_read = asyncio.ensure_future(self._client.key_info())
-        # Shielded: a requester that gives up does not cancel the read the others wait for.
-        return await asyncio.shield(self._key_read)
+        return await self.key_budget.read(max_age=0)
 
     async def _turn(self, job: Job, on_waiting: Callable[[Job], Awaitable[None]] | None
                     ) -> tuple[Turn, asyncio.Task[None] | None]:
@@ -442,6 +444,14 @@ class VideoRequests:
             failed = await self._record_outcome(job, self._store.mark_charged_unusable(job.id, price, exc.shown))
             reason = failed.last_error if failed is not None and failed.last_error else exc.shown
             raise self._failed(job, "charged_unusable", reason, service_job_id=exc.shown) from exc
+        except AcceptedUnreadable as exc:
+            # A 202 is a charge (spec §7): recorded at the price, so the ledger grows as the key's spend does. There
+            # is no job id to poll; the requester gets the reference and the time, which support can trace.
+            log.error("request %s accepted and charged %d yen, but the answer could not be read: %s", job.reference,
+                      price, exc.__cause__ or exc, extra=job_fields(job))
+            failed = await self._record_outcome(job, self._store.mark_charged_unreadable(job.id, price))
+            at = failed.accepted_at if failed is not None and failed.accepted_at is not None else self._clock()
+            raise self._failed(job, "charged_unreadable", str(exc), at=at) from exc
         except OutcomeUnknown as exc:
             await self._record_outcome(job, self._store.transition(job.id, JobState.UNKNOWN, last_error=str(exc)))
             raise self._failed(job, "unknown", str(exc)) from exc
@@ -451,6 +461,8 @@ class VideoRequests:
             reason = str(exc) if isinstance(exc, VideoServiceError) else type(exc).__name__
             await self._record_outcome(job, self._store.transition(job.id, JobState.UNKNOWN, last_error=reason))
             raise self._failed(job, "unknown", reason) from exc
+        finally:
+            self.key_budget.spend_moved()  # whatever the answer, /balance reads the key's spend again
         # Logged before the write: if the write fails, the operator can still trace the charge.
         log.info("request %s accepted as job %s (%d yen)", job.reference, remote.id, price, extra=job_fields(job))
         next_poll_at = self._clock() + self._settings.poll_interval_seconds
@@ -468,8 +480,17 @@ class VideoRequests:
             raise self._failed(
                 job, "charged_unusable", accepted.last_error or remote.id, service_job_id=remote.id
             )
-        self._on_accepted(accepted)
+        self._accepted(accepted)
         return accepted
+
+    def _accepted(self, accepted: Job) -> None:
+        """Hand a recorded job to the worker; a late 202 on a request given up as unknown is also told to its
+        requester, who was told its outcome could not be known: the video is coming after all."""
+        if accepted.last_error == ACCEPTED_LATE:
+            log.warning("request %s: its 202 came after it was given up as unknown; charged, and the video comes",
+                        accepted.reference, extra=job_fields(accepted))
+            self._tell(accepted, "accepted_late")
+        self._on_accepted(accepted)
 
     async def _record_outcome(self, job: Job, write: Awaitable[Job]) -> Job | None:
         """Record what the create's answer was; if the database fails, the requester is still told that answer
@@ -482,10 +503,10 @@ class VideoRequests:
                       "charged", job.reference, exc, extra=job_fields(job))
             return None
 
-    def _failed(self, job: Job, kind: SubmissionKind, reason: str, *, service_job_id: str | None = None
-                ) -> SubmissionFailed:
+    def _failed(self, job: Job, kind: SubmissionKind, reason: str, *, service_job_id: str | None = None,
+                at: float | None = None) -> SubmissionFailed:
         return SubmissionFailed(job.id, kind, reason, price_yen=self.catalogue.price_of(job.model),
-                                service_job_id=service_job_id)
+                                service_job_id=service_job_id, at=at)
 
     async def _record_later(self, job: Job, service_job_id: str, next_poll_at: float) -> None:
         """Keep trying to record an accepted job; the requester was already told its id and the charge."""
@@ -507,7 +528,7 @@ class VideoRequests:
             return
         log.info("request %s: job %s recorded after all", job.reference, service_job_id, extra=job_fields(job))
         if accepted.state == JobState.PENDING:
-            self._on_accepted(accepted)
+            self._accepted(accepted)
 
     async def close(self) -> None:
         await self._background.cancel_all()

@@ -23,6 +23,10 @@ log = logging.getLogger(__name__)
 
 #: How long a confirmation waits for its click, unless the settings say otherwise (OFFER_SECONDS).
 OFFER_SECONDS = 60.0
+#: The offers one member may have open at once, in every server and DM together. Past it a new one is refused
+#: (nothing is spent, the member is told when the first closes) rather than the oldest closed: an open offer's
+#: message still shows its buttons, and closing it behind the member's back would make them lie.
+OPEN_OFFERS_PER_MEMBER = 3
 
 
 def new_seed(model: VideoModel) -> int | None:
@@ -31,28 +35,33 @@ def new_seed(model: VideoModel) -> int | None:
 
 
 class Offers:
-    def __init__(self, store: JobStore, *, lifetime: float = OFFER_SECONDS) -> None:
+    def __init__(self, store: JobStore, *, lifetime: float = OFFER_SECONDS, max_open: int = OPEN_OFFERS_PER_MEMBER
+                 ) -> None:
         self._store = store
         self.lifetime = lifetime
+        self.max_open = max_open
         # The store's clock: the one its UPDATE compares expiry with.
         self._clock = store.now
         self._timers = BackgroundTasks(log)
 
     async def reroll(self, source_job_id: int, *, user_id: int, guild_id: int | None, channel_id: int, locale: str,
                      model: str) -> Offer:
-        """Offer `user_id` a re-roll of that job; the prompt is read from the job when the offer is used."""
+        """Offer `user_id` a re-roll of that job; the prompt is read from the job when the offer is used.
+
+        Raises AdmissionRefused `too_many_offers` when the member has `max_open` offers open already."""
         return await self._store.add_offer(NewOffer(
             kind="reroll", source_job_id=source_job_id, model=model, user_id=user_id, guild_id=guild_id,
             channel_id=channel_id, locale=locale, expires_at=self._clock() + self.lifetime,
-        ))
+        ), max_open=self.max_open)
 
     async def confirm(self, request: NewJob) -> Offer:
-        """Hold a /video until its requester clicks Generate; nothing is written as a job yet."""
+        """Hold a /video until its requester clicks Generate; nothing is written as a job yet (refused as `reroll`
+        is past `max_open`)."""
         return await self._store.add_offer(NewOffer(
             kind="confirm", model=request.model, prompt=request.prompt, seed=request.seed, user_id=request.user_id,
             guild_id=request.guild_id, channel_id=request.channel_id, locale=request.locale,
             upload_limit_bytes=request.upload_limit_bytes, expires_at=self._clock() + self.lifetime,
-        ))
+        ), max_open=self.max_open)
 
     async def get(self, offer_id: int) -> Offer | None:
         return await self._store.get_offer(offer_id)

@@ -6,8 +6,11 @@ left means "outcome unknown" and is never resent. Status, download and key info 
 
 Input rules (design promise 8): every URL is the configured base URL, a fixed template and a
 checked job id; the paths the service sends are never followed. Only downloads follow redirects
-(a few, and the key goes only to the service's own origin). Bodies are read up to a bound, numbers
-are checked, and a download must be an MP4 of a bounded size before it takes its final name.
+(a few, and the key goes only to the service's own origin), and only to the service's own host or to a
+public https host: never to a loopback, private or link-local address, checked before the request and
+again on the connection made. Bodies are read up to a bound, numbers are checked, and a download must be
+an MP4 of a bounded size before it takes its final name. No byte of a refused download (its error body,
+its redirect's Location, its first bytes) is quoted in a reason: /status shows those to members.
 """
 
 from __future__ import annotations
@@ -22,18 +25,21 @@ import math
 import os
 import re
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol, TypeVar
+from typing import IO, Any, NoReturn, Protocol, TypeVar
 from urllib.parse import quote
 
 import aiohttp
 from yarl import URL
 
+from bot.core.addresses import IPAddress, ip_of, is_internal
 from bot.core.errors import (
+    AcceptedUnreadable,
     DownloadTooLarge,
     InsufficientStorage,
     OutcomeUnknown,
@@ -65,6 +71,11 @@ _CHUNK_BYTES = 64 * 1024
 _MAX_REASON_BYTES = 4096
 _MAX_REASON_CHARS = 300
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+#: Why a download's redirect was not followed; the target is named in the log only (the operator's), never here.
+REDIRECT_REFUSED = ("the download was redirected to a host the bot does not follow (only the service's own host, or "
+                    "a public https host: no loopback, private or link-local address)")
+#: A download refused with an HTTP error: its body may come from any host and is not quoted.
+DOWNLOAD_REFUSED = "the download was refused"
 _RETRYABLE = (RateLimited, ServerError, ServiceUnreachable)
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
@@ -145,9 +156,11 @@ def _ignored_paths(data: Mapping[str, Any], job_id: str) -> tuple[str, ...]:
 
 
 def _accepted_job(data: object) -> RemoteJob:
-    """The job of a 202. It is charged whatever the body says: an unusable id raises UnusableJobId."""
+    """The job of a 202. It is charged whatever the body says: an unusable id raises UnusableJobId, an answer
+    with no job at all AcceptedUnreadable."""
     if not isinstance(data, dict):
-        raise OutcomeUnknown("the service accepted the request but its answer is not a JSON object")
+        raise AcceptedUnreadable("the service accepted (HTTP 202) and charged the request, but its answer is not "
+                                 "a JSON object")
     job_id = safe_job_id(data.get("id"))
     status = data.get("status")
     # Accepted means pending (spec §3); a missing or odd status is the poller's to find out.
@@ -312,8 +325,8 @@ class VideoServiceClient:
 
         `turn`, from `take_turn`: the first attempt leaves at once and gives it back as it goes.
 
-        After a 202: UnusableJobId when the id cannot be used (accepted and charged: never poll it),
-        OutcomeUnknown when the answer cannot be read at all.
+        After a 202 (accepted and charged: never resent): UnusableJobId when the id cannot be used (never poll
+        it), AcceptedUnreadable when the answer cannot be read at all (its body cut off, not JSON, too large).
         """
         body: dict[str, Any] = {"prompt": prompt}
         if seed is not None:
@@ -346,7 +359,7 @@ class VideoServiceClient:
         url = self._url(f"{job_path(job_id)}/content").update_query(index="0")
         destination.parent.mkdir(parents=True, exist_ok=True)
         async with _transport_faults("download"), self._follow(url) as response:
-            await self._raise_for_status(response)
+            await self._raise_for_status(response, quote=False)
             if response.status != 200:
                 raise ProtocolError(f"the service answered a download with HTTP {response.status}")
             announced = response.content_length
@@ -375,10 +388,11 @@ class VideoServiceClient:
                 if response.status == 202:
                     try:
                         payload = await _read_json(response, "create")
-                    except ProtocolError as exc:
-                        # Accepted and charged, but we cannot tell which job: never resend.
-                        raise OutcomeUnknown(
-                            "the service accepted the request but its answer could not be read"
+                    except (ProtocolError, TimeoutError, aiohttp.ClientError) as exc:
+                        # Accepted and charged (the status says so), but we cannot tell which job: never resend.
+                        raise AcceptedUnreadable(
+                            "the service accepted (HTTP 202) and charged the request, but its answer could not be "
+                            "read"
                         ) from exc
                     return _accepted_job(payload)
                 if 300 <= response.status < 400:
@@ -452,24 +466,72 @@ class VideoServiceClient:
 
     @contextlib.asynccontextmanager
     async def _follow(self, url: URL) -> AsyncIterator[aiohttp.ClientResponse]:
-        """GET `url`, following up to MAX_REDIRECTS redirects ourselves so the key never leaves our origin."""
-        for _hop in range(MAX_REDIRECTS + 1):
+        """GET `url`, following up to MAX_REDIRECTS redirects ourselves so the key never leaves our origin, and
+        only to hosts `_check_redirect` allows."""
+        for hop in range(MAX_REDIRECTS + 1):
+            if hop:
+                await self._check_redirect(url)
             # An MP4 does not compress; asking for it plain keeps Content-Length the file's size.
             async with self._request(
                 "GET", url, timeout=self._download_timeout, headers={"Accept-Encoding": "identity"}
             ) as response:
+                if hop:
+                    self._check_peer(response, url)  # before a byte of its body is read
                 if response.status not in _REDIRECT_STATUSES:
                     yield response
                     return
                 url = _redirect_target(response)
         raise ProtocolError(f"the download was redirected more than {MAX_REDIRECTS} times")
 
+    def _own_host(self, url: URL) -> bool:
+        """The service's own host (any port): followed whatever its address, so a service on loopback or a private
+        network (the tests, a local gateway) may send its downloads to its own storage there."""
+        return (url.host or "").lower() == self._origin[1]
+
+    async def _check_redirect(self, url: URL) -> None:
+        """Refuse a redirect target other than the service's own host unless it is https and every address its
+        name has is public. Raises ProtocolError (REDIRECT_REFUSED) before any request leaves for it."""
+        if self._own_host(url):
+            return
+        host = url.host or ""
+        if url.scheme != "https":
+            self._refuse_redirect_to(url, "not https")
+        address = ip_of(host)
+        if address is not None:
+            addresses: list[IPAddress | None] = [address]
+        else:
+            try:
+                found = await asyncio.get_running_loop().getaddrinfo(host, url.port, type=socket.SOCK_STREAM)
+            except OSError as exc:
+                raise ServiceUnreachable("the host a download was redirected to could not be resolved") from exc
+            addresses = [ip_of(str(info[4][0])) for info in found]
+        if not addresses or any(address is None or is_internal(address) for address in addresses):
+            self._refuse_redirect_to(url, "an internal address")
+
+    def _check_peer(self, response: aiohttp.ClientResponse, url: URL) -> None:
+        """The address the redirect's connection reached is public too (a name may resolve again, differently,
+        when the connection is made)."""
+        if self._own_host(url) or response.connection is None or response.connection.transport is None:
+            return
+        peer = response.connection.transport.get_extra_info("peername")
+        address = ip_of(str(peer[0])) if peer else None
+        if address is not None and is_internal(address):
+            self._refuse_redirect_to(url, f"connected to an internal address {address}")
+
+    @staticmethod
+    def _refuse_redirect_to(url: URL, why: str) -> NoReturn:
+        # The operator's log names the host (escaped): a redirect to the host's own network is worth a look.
+        log.warning("a download was redirected to %s (%s); not followed", shown_id(f"{url.scheme}://{url.host}"), why)
+        raise ProtocolError(REDIRECT_REFUSED)
+
     @staticmethod
     def _refuse_redirect(response: aiohttp.ClientResponse, what: str) -> None:
         if 300 <= response.status < 400:
             raise ProtocolError(f"the service redirected the {what} request (HTTP {response.status}); not followed")
 
-    async def _raise_for_status(self, response: aiohttp.ClientResponse) -> None:
+    async def _raise_for_status(self, response: aiohttp.ClientResponse, *, quote: bool = True) -> None:
+        """Raise for an HTTP error. `quote=False` (downloads, whose answer may come from another host): the reason
+        quotes nothing of the body."""
         status = response.status
         if status < 400:
             return
@@ -477,7 +539,7 @@ class VideoServiceClient:
             raise RateLimited(parse_retry_after(response.headers.get("Retry-After")))
         if status >= 500:
             raise ServerError(status)
-        raise Rejected(status, await self._reason(response))
+        raise Rejected(status, await self._reason(response) if quote else DOWNLOAD_REFUSED)
 
     async def _reason(self, response: aiohttp.ClientResponse) -> str:
         """The error text of a refusal, short, and without the key: redacted once JSON unescaped it (`\\/`), and
@@ -504,7 +566,7 @@ def _redirect_target(response: aiohttp.ClientResponse) -> URL:
     except ValueError as exc:
         raise ProtocolError("the download was redirected to an unreadable Location") from exc
     if target.scheme not in ("http", "https") or not target.host:
-        raise ProtocolError(f"the download was redirected to a {shown_id(target.scheme)} URL; not followed")
+        raise ProtocolError("the download was redirected to a URL that is not http(s); not followed")
     return target
 
 

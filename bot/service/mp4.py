@@ -1,6 +1,7 @@
 """Is a downloaded file an MP4 (ISO base media file)? Checked from its top-level box headers only.
 
-Blocking file I/O: call `check_mp4` in a thread from async code.
+Blocking file I/O: call `check_mp4` in a thread from async code. A refusal's reason (shown by /status) names offsets
+and counts only, never a byte of the file: what was refused may be any host's answer.
 """
 
 from __future__ import annotations
@@ -50,13 +51,12 @@ def check_mp4(path: Path) -> None:
                 size = file_size - offset
             if not all(0x20 <= byte <= 0x7E for byte in kind):
                 raise NotAnMp4(f"box at offset {offset} has no readable type")
-            name = kind.decode("ascii")
             if offset == 0 and kind != b"ftyp":
-                raise NotAnMp4(f"the file starts with {name!r}, not an 'ftyp' box")
+                raise NotAnMp4("the file does not start with an 'ftyp' box")
             if size < header_size or (kind == b"ftyp" and size < _FTYP_MIN_SIZE):
-                raise NotAnMp4(f"box {name!r} at offset {offset} claims {size} bytes, less than its header")
+                raise NotAnMp4(f"the box at offset {offset} is shorter than its own header")
             if size > file_size - offset:
-                raise NotAnMp4(f"box {name!r} at offset {offset} claims {size} bytes, past the end of the file")
+                raise NotAnMp4(f"the box at offset {offset} runs past the end of the file")
             seen.add(kind)
             offset += size
     if not seen & {b"moov", b"mdat"}:

@@ -128,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-content-length", action="store_true", help="send download bodies chunked, without Content-Length"
     )
     bad.add_argument("--download-rate", type=float, default=None, help="trickle download bodies at this many bytes/s")
+    bad.add_argument("--create-body", default=None, help="raw text an accepted (charged) create answers with, as JSON")
     bad.add_argument("--key-info-body", default=None, help="raw text that /key/info serves as JSON, verbatim")
     bad.add_argument("--download-redirect", default=None, help="base URL that downloads redirect to (302)")
     bad.add_argument(
@@ -158,6 +159,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         download_oversize_bytes=args.oversize_bytes,
         download_send_length=not args.no_content_length,
         download_bytes_per_second=args.download_rate,
+        create_raw_body=args.create_body,
         key_info_raw_body=args.key_info_body,
         download_redirect=args.download_redirect,
         status_redirect=args.status_redirect,

@@ -15,6 +15,10 @@ Job ids (create):
   ``duplicate_next_job_id()``: an accepted create returns the id of the most recent existing job; it
   is charged again, and the existing job stays as it was. Routing: ids travel percent-encoded in the
   path (``a%2Fb``); ids that a URL cannot carry (``.``, ``..``, empty) are simply not routable.
+Create answer:
+  ``create_raw_body``: an accepted create (charged, its job made as usual) answers 202 with this raw text,
+  labelled application/json, instead of its JSON record (``{broken``, ``null``, ``""``): a 202 whose body the
+  client cannot read.
 Paths (create and status responses):
   ``foreign_paths``: ``"other_job"`` (another job's paths), ``"other_endpoint"`` (``/key/info``),
   ``"dotdot"`` (the job's path followed by ``..`` segments that resolve to ``/key/info``),
@@ -121,6 +125,8 @@ class SimulatorConfig:
     forced_job_ids: tuple[str, ...] = ()
     # Every accepted create, once a job exists, returns the most recent job's id (charged again).
     duplicate_job_ids: bool = False
+    # Raw text an accepted create answers (HTTP 202, application/json) instead of its record; still charged.
+    create_raw_body: str | None = None
     # Create and status responses carry poll_path/content_path that point elsewhere.
     foreign_paths: ForeignPaths | None = None
     # The other host used by foreign_paths="absolute".

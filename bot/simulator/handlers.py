@@ -181,6 +181,8 @@ class ServiceHandlers(SimulatorState):
             self.spend,
             budget if budget is not None else "unlimited",
         )
+        if self.config.create_raw_body is not None:
+            return web.Response(text=self.config.create_raw_body, content_type="application/json", status=202)
         poll_path, _ = self._paths_for(job)
         return web.json_response({"id": job.id, "status": "pending", "poll_path": poll_path}, status=202)
 

@@ -526,10 +526,11 @@ class JobStore:
             return {"service_job_id": service_job_id, "charged_yen": charged_yen, "accepted_at": now,
                     "next_poll_at": next_poll_at, **held}
 
-        # The usual case in one trip: a job id no request holds yet. Anything else is decided below.
+        # The usual case in one trip: a request being sent, and a job id no request holds yet. Anything else (a
+        # late 202 on a request given up as unknown among them) is decided below.
         steps = self._move_steps(
             job_id, S.PENDING, accepted(self._clock()), owner=owner,
-            unless=("EXISTS (SELECT 1 FROM jobs WHERE service_job_id = ?)", (service_job_id,)),
+            unless=("(EXISTS (SELECT 1 FROM jobs WHERE service_job_id = ?) OR state = ?)", (service_job_id, S.UNKNOWN)),
         )
         results = await self._db.write_steps(steps)
         if results is not None:
@@ -540,7 +541,10 @@ class JobStore:
             if holder is not None and int(holder[0]) == job_id:
                 return await self.get(job_id)  # recorded already: the first attempt's commit landed
             if holder is None:
-                moved = await self._move(job_id, S.PENDING, accepted(now), owner=owner)
+                current = await self._one("SELECT state FROM jobs WHERE id = ?", (job_id,))
+                # Its requester was (or is being) told its outcome is unknown: the mark says to tell them it came.
+                late = {"last_error": ACCEPTED_LATE} if current is not None and current[0] == S.UNKNOWN else {}
+                moved = await self._move(job_id, S.PENDING, accepted(now) | late, owner=owner)
             else:
                 moved = await self._move(job_id, S.FAILED, {
                     "charged_yen": charged_yen, "accepted_at": now, "finished_at": now,
@@ -554,6 +558,17 @@ class JobStore:
         return await self.transition(
             job_id, S.FAILED, charged_yen=charged_yen, accepted_at=now, finished_at=now,
             last_error=f"the service gave an unusable job id {shown_id}",
+        )
+
+    async def mark_charged_unreadable(self, job_id: int, charged_yen: int) -> Job:
+        """A 202 whose answer could not be read: charged (the ledger follows the key's spend), no job id to poll,
+        failed at once. Its `accepted_at` is the time support needs to find the charge."""
+        now = self._clock()
+        # The time in the reason too: /status and the final message of the sweep show it, for support.
+        at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
+        return await self.transition(
+            job_id, S.FAILED, charged_yen=charged_yen, accepted_at=now, finished_at=now,
+            last_error=f"{UNREADABLE_202} ({at})",
         )
 
     async def mark_told(self, job_id: int, *, owner: str | None = None) -> None:
@@ -814,15 +829,29 @@ class JobStore:
 
     # -- offers (the buttons that spend money) -----------------------------------------------------
 
-    async def add_offer(self, new: NewOffer) -> Offer:
+    async def add_offer(self, new: NewOffer, *, max_open: int | None = None) -> Offer:
+        """Write the offer down. `max_open`: the offers its member may have open at once (every server and DM
+        together); past it, AdmissionRefused `too_many_offers`, whose `retry_at` is when the first of them
+        closes. Counted and written in one statement, so a burst of clicks cannot pass the bound together."""
+        now = self._clock()
         values = {f.name: getattr(new, f.name) for f in fields(NewOffer)}
-        values["created_at"] = self._clock()
+        values["created_at"] = now
+        open_offers = "(SELECT COUNT(*) FROM offers WHERE user_id = ? AND used_at IS NULL AND expires_at > ?)"
+        bound, bound_params = ("1 = 1", ()) if max_open is None else (
+            f"{open_offers} < ?", (new.user_id, now, max_open))
         async with self._write():
             row = await self._db.fetch_one(
-                f"INSERT INTO offers ({', '.join(values)}) VALUES ({_marks(tuple(values))}) RETURNING id",
-                tuple(values.values()),
+                f"INSERT INTO offers ({', '.join(values)}) SELECT {_marks(tuple(values))} WHERE {bound} RETURNING id",
+                (*values.values(), *bound_params),
             )
-        assert row is not None
+            if row is None:
+                held = await self._one(
+                    "SELECT COUNT(*), MIN(expires_at) FROM offers WHERE user_id = ? AND used_at IS NULL "
+                    "AND expires_at > ?", (new.user_id, now),
+                )
+                assert held is not None
+                raise AdmissionRefused("too_many_offers", now if held[1] is None else float(held[1]),
+                                       open=int(held[0]), limit=max_open)
         offer = await self.get_offer(int(row[0]))
         assert offer is not None
         return offer
@@ -830,6 +859,16 @@ class JobStore:
     async def get_offer(self, offer_id: int) -> Offer | None:
         row = await self._one(f"SELECT {', '.join(_OFFER_COLUMNS)} FROM offers WHERE id = ?", (offer_id,))
         return Offer(**dict(zip(_OFFER_COLUMNS, tuple(row), strict=True))) if row else None
+
+    async def prune_offers(self, *, closed_before: float) -> int:
+        """Delete the offers used, cancelled or expired before `closed_before` (a click on one finds it unknown);
+        the jobs they started keep every figure of the ledger. Returns how many went."""
+        where = "(used_at IS NOT NULL AND used_at < ?) OR (used_at IS NULL AND expires_at < ?)"
+        params = (closed_before, closed_before)
+        if await self._one(f"SELECT 1 FROM offers WHERE {where} LIMIT 1", params) is None:
+            return 0  # nothing to delete: the write lock, which /video's row waits for, is not taken
+        async with self._write():
+            return await self._db.execute(f"DELETE FROM offers WHERE {where}", params)
 
     async def use_offer(self, offer_id: int, outcome: OfferOutcome) -> bool:
         """Use an offer once: True for the one caller whose UPDATE changed the row, False for every other.
@@ -951,11 +990,14 @@ class JobStore:
         """A job by local reference (`#42` or `42`) or by the service's job id, within one server."""
         text = reference.strip()
         local = text.removeprefix("#")
-        # Not "²" (a digit to isdigit() that int() refuses), nor past a 64-bit id (no row has one; drivers refuse it).
-        if local.isascii() and local.isdigit() and len(local) <= 19 and int(local) < 2**63:
+        # Not "²" (a digit to isdigit() that int() refuses), and a number a row id can be: both databases keep ids in
+        # 64 bits, and a longer one would fail there (20 digits) or in int() itself (over 4,300): not found.
+        if local.isascii() and local.isdigit() and len(local) <= MAX_ID_DIGITS and int(local) <= MAX_ROW_ID:
             jobs = await self._jobs("SELECT * FROM jobs WHERE id = ? AND guild_id IS ?", (int(local), guild_id))
             if jobs:
                 return jobs[0]
+        if "\x00" in text:
+            return None  # PostgreSQL's text cannot hold a NUL (it would refuse the query), and no job id has one
         jobs = await self._jobs("SELECT * FROM jobs WHERE service_job_id = ? AND guild_id IS ?", (text, guild_id))
         return jobs[0] if jobs else None
 
@@ -1172,8 +1214,15 @@ def _marks(values: Sequence[object]) -> str:
 _WORKING_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
 #: States whose requester is owed one final message (a delivered video is its own): held until told.
 _OWED_STATES = (*sorted(FINAL_STATES - {S.DELIVERED}), S.UNDELIVERABLE)
+#: The largest row id either database stores (a signed 64-bit integer), and its number of digits.
+MAX_ROW_ID = 2**63 - 1
+MAX_ID_DIGITS = len(str(MAX_ROW_ID))
 #: Why a request that never left ends interrupted (at a restart, or by the task stopped before it sent it).
 STOPPED_BEFORE_SENDING = "the bot stopped before the request was sent"
+#: The note on a request given up as unknown whose 202 came late (`mark_accepted`): its requester is told it came.
+ACCEPTED_LATE = "accepted late, after its outcome had been given up as unknown"
+#: Why a request whose 202 could not be read failed (`mark_charged_unreadable`).
+UNREADABLE_202 = "the service accepted (HTTP 202) and charged it, but its answer could not be read"
 #: What a request cut off before its answer becomes, at a restart or when another process takes it over.
 _RECOVERY: dict[JobState, tuple[JobState, str]] = {
     S.RECEIVED: (S.INTERRUPTED, STOPPED_BEFORE_SENDING),

@@ -18,6 +18,8 @@ EventKind = str
 #: `{key: (old shown value, new value, reset to default?)}`: what a settings change writes.
 SettingWrites = dict[str, tuple[Any, Any, bool]]
 _T = TypeVar("_T")
+#: Old events deleted per transaction by `prune_events`.
+EVENTS_PRUNED_AT_ONCE = 1000
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,57 @@ class ServerStore:
             "SELECT * FROM events WHERE posted_at IS NULL ORDER BY id LIMIT ?", (limit,)
         )
         return [_event(row) for row in rows]
+
+    async def unposted_by_server(self, *, per_server: int, servers: int) -> dict[int, list[Event]]:
+        """One round of waiting events: the oldest `per_server` of each server, for up to `servers` servers (those
+        waiting longest first), each server's in order. A server's burst fills its own share, not the round."""
+        rows = await self._db.fetch_all(
+            """SELECT id, guild_id, kind, job_id, user_id, details, created_at FROM (
+                   SELECT *, ROW_NUMBER() OVER (PARTITION BY guild_id ORDER BY id) AS place
+                   FROM events WHERE posted_at IS NULL) AS waiting
+               WHERE place <= ? ORDER BY id LIMIT ?""",
+            (per_server, per_server * servers),
+        )
+        shares: dict[int, list[Event]] = {}
+        for row in rows:
+            event = _event(row)
+            if event.guild_id in shares or len(shares) < servers:
+                shares.setdefault(event.guild_id, []).append(event)
+        return shares
+
+    async def pass_over_events(self, guild_id: int, *, written_until: float) -> int:
+        """Mark every waiting event of the server written until `written_until` as done without posting it (no
+        log channel, or one closed to the bot): in one statement, however many a burst left."""
+        async with self._db.transaction():
+            return await self._db.execute(
+                "UPDATE events SET posted_at = ? WHERE guild_id = ? AND posted_at IS NULL AND created_at <= ?",
+                (self._db.now(), guild_id, written_until),
+            )
+
+    async def prune_events(self, *, posted_before: float, keep_settings: int, batch: int = EVENTS_PRUNED_AT_ONCE
+                           ) -> int:
+        """Delete events posted (or passed over) before `posted_before`, except each server's `keep_settings`
+        latest settings changes, which `/settings` shows as its history. Returns how many went.
+
+        In batches, each its own short transaction: a /video row never waits long behind the chore.
+        """
+        where = """posted_at IS NOT NULL AND posted_at < ? AND id NOT IN (
+                       SELECT id FROM (
+                           SELECT id, ROW_NUMBER() OVER (PARTITION BY guild_id ORDER BY id DESC) AS recent
+                           FROM events WHERE kind = 'setting') AS history
+                       WHERE recent <= ?)"""
+        params = (posted_before, keep_settings)
+        pruned = 0
+        while await self._db.fetch_one(f"SELECT 1 FROM events WHERE {where} LIMIT 1", params) is not None:
+            async with self._db.transaction():
+                deleted = await self._db.execute(
+                    f"DELETE FROM events WHERE id IN (SELECT id FROM events WHERE {where} ORDER BY id LIMIT ?)",
+                    (*params, batch),
+                )
+            pruned += deleted
+            if deleted < batch:
+                break
+        return pruned
 
     async def mark_posted(self, event_ids: list[int]) -> None:
         if not event_ids:

@@ -291,7 +291,7 @@ async def test_service_check_names_the_cause(
 ) -> None:
     url, key = {
         "refused": (f"http://127.0.0.1:{closed_port()}", SIM_KEY),
-        "dns": ("http://nonexistent.invalid", SIM_KEY),
+        "dns": ("https://nonexistent.invalid", SIM_KEY),  # a remote host: https (plain http is a settings error)
         "tls": (simulator.base_url.replace("http://", "https://"), SIM_KEY),  # TLS to a plain-HTTP port
         "silent": (silent_server, SIM_KEY),
         "wrong-key": (simulator.base_url, "sk-wrong-key-000000"),

@@ -188,6 +188,7 @@ def test_every_refusal_has_a_message_in_both_languages(locale: str) -> None:
         AdmissionRefused("member_blocked", None),
         AdmissionRefused("paused", None),
         AdmissionRefused("server_not_allowed", None),
+        AdmissionRefused("too_many_offers", 1_800_000_060.0, open=3, limit=3),
         AdmissionRefused("channel", None),
         AdmissionRefused("role", None, roles=[55, 56]),
     ]

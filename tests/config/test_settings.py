@@ -59,6 +59,23 @@ def test_every_problem_is_listed_at_once_without_secret_values() -> None:
     assert "sk-leaked-secret" not in text
 
 
+@pytest.mark.parametrize("url", [
+    "https://video.example", "http://127.0.0.1:8080", "http://localhost:8080/", "http://[::1]:8080",
+    "http://10.0.0.5:8080", "http://192.168.1.20", "http://simulator:8080", "http://sim.localhost:1",
+])
+def test_a_local_or_private_service_may_be_plain_http(url: str) -> None:
+    assert read_settings({**REQUIRED, "VIDEO_API_BASE_URL": url}).video_api_base_url == url.rstrip("/")
+
+
+@pytest.mark.parametrize("url", ["http://video.example", "http://api.example.com:8080/v1", "http://93.184.216.34"])
+def test_a_remote_service_must_be_https_and_the_error_names_the_fix(url: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        read_settings({**REQUIRED, "VIDEO_API_BASE_URL": url})
+    [problem] = error.value.problems
+    assert problem.startswith("VIDEO_API_BASE_URL is plain http:// to a remote host")
+    assert "use " + url.replace("http://", "https://") in problem
+
+
 def test_repr_hides_secrets() -> None:
     s = read_settings(REQUIRED)
     assert isinstance(s, Settings)

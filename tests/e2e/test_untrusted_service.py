@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from bot.frontend.i18n import t
+from bot.service.key_budget import KEY_INFO_FRESH_SECONDS
 from bot.simulator import DEFAULT_VIDEO_PATH, VideoServiceSimulator
 from tests.conftest import SimulatorFactory as ServiceFactory
 from tests.discord_double import DiscordDouble
@@ -182,9 +183,9 @@ async def test_the_paths_the_service_sends_are_never_followed(
 
 
 CAUSES: dict[str, str | None] = {
-    "html": "not an 'ftyp' box",
-    "json_error": "not an 'ftyp' box",
-    "not_mp4_bytes": "not an 'ftyp' box",
+    "html": "does not start with an 'ftyp' box",
+    "json_error": "does not start with an 'ftyp' box",
+    "not_mp4_bytes": "does not start with an 'ftyp' box",
     "empty": "the file is empty",
     "truncated": None,  # see test_a_truncated_download_names_the_short_body
 }
@@ -341,6 +342,7 @@ async def test_balance_rounds_a_fractional_spend_up_and_shows_a_null_budget_as_n
     assert "Spent: ¥1,251" in text and "Budget: ¥10,000" in text and "Available: ¥8,749" in text
 
     service.reconfigure(key_info_payload={"info": {"spend": 250, "max_budget": None}})
+    await asyncio.sleep(KEY_INFO_FRESH_SECONDS)  # the first answer serves /balance that long
     text = embed_text(await balance_reply(bot, double))
     assert "Spent: ¥250" in text and "Budget: no budget set" in text and "Available: no budget set" in text
     assert "Videos left: no budget set" in text

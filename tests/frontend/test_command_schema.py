@@ -12,6 +12,7 @@ import discord
 import pytest
 
 from bot.app import catalogue_of
+from bot.demo.discord_double._commands import CommandSchemaError, validate_commands
 from bot.frontend.bot import EXTENSIONS, VideoBot
 from bot.frontend.i18n import CATALOGUE, CatalogueTranslator
 from bot.store.jobs import JobStore
@@ -104,6 +105,32 @@ async def test_every_command_is_a_guild_only_chat_command(bot: VideoBot) -> None
         assert payload["type"] == discord.AppCommandType.chat_input.value, name
         assert payload["dm_permission"] is False, name
         assert payload["contexts"] == [0], name  # 0: guild only (no bot DM, no private channel)
+        # 0: installed to a server only. A user install would let anyone run the commands outside every server's
+        # rules (Discord's default for an application that allows both is both).
+        assert payload["integration_types"] == [0], name
+
+
+async def test_a_command_added_later_is_guild_only_too(bot: VideoBot) -> None:
+    """The defaults are the bot's own, not each command's: one added without a decorator inherits them."""
+
+    @discord.app_commands.command(name="later", description="a command added later")
+    async def later(interaction: discord.Interaction[VideoBot]) -> None: ...
+
+    bot.tree.add_command(later)
+    payload = later.to_dict(bot.tree)
+    assert (payload["contexts"], payload["integration_types"]) == ([0], [0])
+
+
+async def test_the_synced_schema_passes_the_doubles_checks_of_contexts_and_install_types(bot: VideoBot) -> None:
+    synced = validate_commands(list((await payloads(bot)).values()))
+    assert all(command["integration_types"] == [0] for command in synced)
+    bad_fields: list[dict[str, object]] = [
+        {"contexts": [3]}, {"integration_types": [2]}, {"contexts": []}, {"integration_types": "0"},
+        {"contexts": [0, 0]}, {"contexts": [True]},
+    ]
+    for bad in bad_fields:
+        with pytest.raises(CommandSchemaError):
+            validate_commands([{**synced[0], **bad}])
 
 
 async def test_descriptions_state_the_price_and_the_wait(bot: VideoBot) -> None:

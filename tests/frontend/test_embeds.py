@@ -234,9 +234,12 @@ def _builders() -> dict[str, tuple[JobState, Callable[[Job], Built]]]:
         SubmissionFailed(j.id, "busy", j.last_error or "", price_yen=250), "ja"))
     builders["submission-unknown"] = (S.UNKNOWN, lambda j: embeds.submission_failed_text(
         SubmissionFailed(j.id, "unknown", j.last_error or "", price_yen=250), "en-US"))
+    builders["submission-charged_unreadable"] = (S.FAILED, lambda j: embeds.submission_failed_text(
+        SubmissionFailed(j.id, "charged_unreadable", j.last_error or "", price_yen=250, at=RESETS), "ja"))
     refusals = [AdmissionRefused("cooldown", RESETS), AdmissionRefused("too_many_active", None, active=2, limit=2),
                 AdmissionRefused("guild_daily_cap", RESETS, spent=4_750, cap=5_000, left=250),
-                AdmissionRefused("channel", None), AdmissionRefused("role", None, roles=[ROLE])]
+                AdmissionRefused("channel", None), AdmissionRefused("role", None, roles=[ROLE]),
+                AdmissionRefused("too_many_offers", RESETS, open=3, limit=3)]
     for refusal in refusals:
         builders[f"refusal-{refusal.code}"] = (S.SUBMITTING, refused(refusal))
     invalid = [InvalidRequest("prompt_empty", "empty"), InvalidRequest("prompt_too_long", "long", length=5000,

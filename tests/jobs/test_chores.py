@@ -15,8 +15,9 @@ from bot.config.settings import Settings, read_settings
 from bot.frontend.settings_embeds import event_line
 from bot.jobs.chores import Chores, Housekeeping
 from bot.service.client import VideoServiceClient
+from bot.service.key_budget import KeyBudget
 from bot.simulator import VideoServiceSimulator
-from bot.store.jobs import JobState, JobStore, NewJob
+from bot.store.jobs import JobState, JobStore, NewJob, NewOffer
 from bot.store.leases import Lease
 from tests.conftest import Clock, StoreOpener
 
@@ -62,7 +63,8 @@ async def parts(tmp_path: Path, sim_client: VideoServiceClient):  # type: ignore
     s = settings(PROMPT_RETENTION_DAYS="30")
     rules = server_rules(store, s)
     poster = Poster()
-    chores = Housekeeping(store, rules, sim_client, s, poster, event_text=event_line, chores=Chores(), clock=clock)
+    chores = Housekeeping(store, rules, sim_client, s, poster, event_text=event_line, chores=Chores(), clock=clock,
+                          key_budget=KeyBudget(sim_client, clock=clock))
     yield store, rules, chores, poster, clock
     await store.close()
 
@@ -113,13 +115,16 @@ async def test_a_log_line_discord_cannot_take_now_waits_and_keeps_the_order(part
 async def test_a_budget_alert_is_posted_once_until_the_budget_recovers(
     parts: Parts, simulator: VideoServiceSimulator
 ) -> None:
-    _store, rules, chores, poster, _clock = parts
+    _store, rules, chores, poster, clock = parts
+    checks = Chores().budget_check_seconds
     await rules.change(GUILD, 900, {"log_channel_id": LOG, "budget_alert_yen": 5_000})
     await chores.check_budget()
     assert await rules.store.recent_events(GUILD, "budget_low") == []  # 10,000 left
 
     simulator.spend = 6_000  # 4,000 left: below the threshold
+    clock.now += checks
     await chores.check_budget()
+    clock.now += checks
     await chores.check_budget()
     [alert] = await rules.store.recent_events(GUILD, "budget_low")
     assert alert.details == {"left": 4_000, "threshold": 5_000}
@@ -127,8 +132,10 @@ async def test_a_budget_alert_is_posted_once_until_the_budget_recovers(
     assert "¥4,000 left" in poster.lines[-1][1]
 
     simulator.spend = 1_000  # recovered (a budget raise); the next fall alerts again
+    clock.now += checks
     await chores.check_budget()
     simulator.spend = 9_000
+    clock.now += checks
     await chores.check_budget()
     assert len(await rules.store.recent_events(GUILD, "budget_low")) == 2
 
@@ -276,3 +283,80 @@ async def test_a_server_the_host_no_longer_lists_gets_no_log_lines_and_no_budget
         assert await open_rules.store.unposted_events(10) == [], "an unlisted server's lines are dropped, not kept"
     finally:
         await store.close()
+
+
+async def test_one_servers_burst_does_not_delay_another_servers_lines(parts: Parts) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    for user in range(200):  # a burst in one server, before the other server's one line
+        await rules.store.add_event(GUILD, "refused", user_id=user, details={"code": "blocklist"})
+    await rules.change(11, 900, {"log_channel_id": 501})
+
+    share = Chores().lines_per_server
+    assert await chores.post_events() == share + 1  # one round: the bursting server's share, and the other's line
+    assert [channel for channel, _ in poster.lines].count(501) == 1
+    # The burst's lines still go out in their order, a share a round.
+    assert await chores.post_events() == share
+    burst = [text for channel, text in poster.lines if channel == LOG]
+    assert "Log channel" in burst[0] and all("`blocklist`" in text for text in burst[1:])
+    assert [f"<@{user}>" in text for user, text in enumerate(burst[1:])] == [True] * (2 * share - 1)
+
+
+async def test_a_slow_log_channel_holds_back_only_its_own_servers_lines(parts: Parts) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    await rules.change(11, 900, {"log_channel_id": 501})
+    slow = asyncio.Event()
+    fast = poster.__call__
+
+    async def post(channel_id: int, text: str) -> None:
+        if channel_id == LOG:
+            await slow.wait()  # Discord's rate limit on this channel: discord.py sleeps inside the post
+        await fast(channel_id, text)
+
+    chores._post = post
+    round_ = asyncio.create_task(chores.post_events())
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if poster.lines:
+            break
+    assert [channel for channel, _ in poster.lines] == [501]  # posted while the other channel is still waiting
+    slow.set()
+    assert await round_ == 2
+
+
+async def test_old_log_lines_and_closed_offers_are_deleted_on_schedule(parts: Parts) -> None:
+    store, rules, chores, _poster, clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})  # a settings change: kept as the server's history
+    for code in ("blocklist", "member_blocked"):
+        await rules.store.add_event(GUILD, "refused", user_id=2, details={"code": code})
+    await chores.post_events()
+    old_offer = await store.add_offer(NewOffer(kind="confirm", user_id=1, guild_id=GUILD, channel_id=1,
+                                               locale="en-US", expires_at=clock.now + 60, prompt="a fox"))
+    used_offer = await store.add_offer(NewOffer(kind="confirm", user_id=1, guild_id=GUILD, channel_id=1,
+                                                locale="en-US", expires_at=clock.now + 60, prompt="a cat"))
+    assert await store.use_offer(used_offer.id, "used")
+    clock.now += Chores().event_retention_days * 86400 + 1
+    await rules.store.add_event(GUILD, "refused", user_id=3, details={"code": "blocklist"})  # not posted yet
+    open_offer = await store.add_offer(NewOffer(kind="confirm", user_id=1, guild_id=GUILD, channel_id=1,
+                                                locale="en-US", expires_at=clock.now + 60, prompt="a dog"))
+
+    await chores.tick()  # the first tick runs every chore: the retention ones too
+    assert await store.get_offer(old_offer.id) is None and await store.get_offer(used_offer.id) is None
+    assert await store.get_offer(open_offer.id) is not None
+    assert [event.details for event in await rules.store.recent_events(GUILD, "refused")] == [{"code": "blocklist"}]
+    assert len(await rules.store.recent_events(GUILD, "setting")) == 1  # /settings still shows who set the channel
+    assert await chores.prune_old_records() == (0, 0)  # nothing more to delete
+
+
+async def test_pruning_keeps_each_servers_last_settings_changes_and_deletes_in_batches(parts: Parts) -> None:
+    _store, rules, chores, _poster, clock = parts
+    for value in range(8):  # stricter than the host's cooldown each time: a server may only lengthen it
+        await rules.change(GUILD, 900, {"cooldown_seconds": 3600 + value})
+    for user in range(30):
+        await rules.store.add_event(GUILD, "refused", user_id=user, details={"code": "blocklist"})
+    await chores.post_events()  # no log channel: the whole backlog is passed over in one round
+    clock.now += 1
+    assert await rules.store.prune_events(posted_before=clock.now, keep_settings=5, batch=7) == 33
+    assert [event.details["new"] for event in await rules.store.recent_events(GUILD, "setting", limit=10)] == [
+        3607, 3606, 3605, 3604, 3603]

@@ -13,6 +13,7 @@ import pytest
 
 from bot.app import build_client, server_rules
 from bot.core.errors import SubmissionFailed
+from bot.core.notices import Notice
 from bot.core.retry import CREATE_RETRY, READ_RETRY
 from bot.core.tasks import finish_despite_cancels
 from bot.jobs.intake import RECORDING_AT_ONCE, RequestCancelled, VideoRequests
@@ -74,13 +75,15 @@ async def open_requests(
     """A store and the request path on it, against the simulator, with no cooldown; `env` adds settings."""
     stores: list[JobStore] = []
 
-    async def open_one(*, pacer: Pacer | None = None, **env: str) -> tuple[JobStore, VideoRequests]:
+    async def open_one(*, pacer: Pacer | None = None, tell: Callable[[Job, Notice], None] | None = None,
+                       **env: str) -> tuple[JobStore, VideoRequests]:
         settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
                                 **env)
         store = await JobStore.open(settings.database_path)
         stores.append(store)
         client = build_client(settings, http_session, pacer=pacer, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
-        return store, VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN)
+        return store, VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN,
+                                    tell=tell or (lambda job, notice: None))
 
     yield open_one
     for store in stores:
@@ -387,3 +390,41 @@ async def test_the_last_write_of_a_stopped_request_holds_off_cancellations_for_a
     with pytest.raises(asyncio.CancelledError):
         async with asyncio.timeout(1.0):
             await hung
+
+
+async def test_a_202_whose_answer_cannot_be_read_is_charged_at_the_price_failed_and_never_resent(
+    open_requests: RequestsOpener, simulator: VideoServiceSimulator
+) -> None:
+    store, requests = await open_requests()
+    simulator.reconfigure(create_raw_body="{broken")
+    with pytest.raises(SubmissionFailed) as failed:
+        await requests.submit(request("a lighthouse"))
+    assert failed.value.kind == "charged_unreadable" and failed.value.price_yen == 250
+    [job] = await store.jobs_in_states(JobState)
+    assert (job.state, job.charged_yen, job.service_job_id) == (JobState.FAILED, 250, None)
+    assert failed.value.at == job.accepted_at and job.last_error is not None and "UTC" in job.last_error
+    # The ledger grew exactly as the key's spend did; the create went once.
+    assert await store.ledger() == (1, 250) and simulator.spend == 250 and simulator.creates_received == 1
+
+
+async def test_a_late_202_on_a_request_given_up_as_unknown_tells_its_requester_the_video_comes(
+    open_requests: RequestsOpener, simulator: VideoServiceSimulator
+) -> None:
+    told: list[tuple[int, Notice]] = []
+    store, requests = await open_requests(tell=lambda job, notice: told.append((job.id, notice)))
+    assert (await requests.submit(request("on time"))).state == JobState.PENDING
+    assert told == []  # an ordinary 202 needs no word: the receipt says it
+
+    simulator.hang_next_create(0.5)  # accepted at once, answered half a second later
+    job = await requests.record(request("late"))
+    sending = asyncio.create_task(requests.send(job))
+    async with asyncio.timeout(5.0):
+        while simulator.creates_received < 2:
+            await asyncio.sleep(0.01)
+    # Meanwhile another process, finding this one's lease expired, gave the request up as unknown and said so.
+    await store.transition(job.id, JobState.UNKNOWN, last_error="the bot stopped while the request was being sent",
+                           told_at=store.now())
+    late = await sending
+    assert (late.state, late.charged_yen) == (JobState.PENDING, 250)
+    assert told == [(job.id, "accepted_late")]
+    assert await store.ledger() == (2, 500) == (2, simulator.spend)

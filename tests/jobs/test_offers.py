@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.jobs.offers import Offers
-from bot.store.jobs import JobStore, NewJob
+from bot.store.jobs import AdmissionRefused, JobStore, NewJob
 from tests.conftest import Clock
 
 
@@ -93,3 +93,33 @@ async def test_retention_erases_the_prompts_of_closed_offers_only(store: JobStor
     assert await offers.use(closed.id, "cancelled")
     await store.erase_prompts(guild_id=10)
     assert [(await offers.get(o.id)).prompt for o in (closed, still_open)] == ["", "open"]  # type: ignore[union-attr]
+
+
+async def test_a_members_open_offers_are_bounded_and_the_refusal_says_when_one_closes(
+    store: JobStore, clock: Clock
+) -> None:
+    offers = Offers(store, lifetime=60, max_open=3)
+    first = await offers.confirm(pending())
+    clock.now += 10
+    await offers.reroll(first.id, user_id=1, guild_id=11, channel_id=5, locale="en-US", model="")  # another server
+    await offers.confirm(pending())
+    with pytest.raises(AdmissionRefused) as refused:
+        await offers.confirm(pending())
+    assert refused.value.code == "too_many_offers"
+    assert refused.value.params == {"open": 3, "limit": 3} and refused.value.retry_at == first.expires_at
+    # Another member is not held back by this one's offers.
+    await offers.confirm(NewJob(model="", prompt="a cat", seed=None, user_id=2, guild_id=10, channel_id=100))
+
+    # An offer used (or expired) no longer counts.
+    assert await offers.use(first.id)
+    await offers.confirm(pending())
+    clock.now += 60
+    for _ in range(3):
+        await offers.confirm(pending())
+
+
+async def test_a_burst_of_offers_at_once_passes_the_bound_no_further(store: JobStore, clock: Clock) -> None:
+    offers = Offers(store, max_open=3)
+    results = await asyncio.gather(*(offers.confirm(pending()) for _ in range(10)), return_exceptions=True)
+    assert sum(not isinstance(result, BaseException) for result in results) == 3
+    assert all(isinstance(result, AdmissionRefused) for result in results if isinstance(result, BaseException))

@@ -17,13 +17,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
+from unittest.mock import MagicMock
 
 import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer, unused_port
+from yarl import URL
 
 from bot.core.errors import (
+    AcceptedUnreadable,
     DownloadTooLarge,
     InsufficientStorage,
     NotAnMp4,
@@ -38,7 +41,13 @@ from bot.core.errors import (
 )
 from bot.core.retry import CREATE_RETRY, READ_RETRY, RetryPolicy
 from bot.service import client as video_client
-from bot.service.client import VideoServiceClient, mask_key, parse_retry_after, remove_abandoned_downloads
+from bot.service.client import (
+    REDIRECT_REFUSED,
+    VideoServiceClient,
+    mask_key,
+    parse_retry_after,
+    remove_abandoned_downloads,
+)
 from bot.simulator import DEFAULT_VIDEO_PATH
 
 KEY = "sk-secret-test-key-0123456789"
@@ -68,13 +77,13 @@ class FakeService:
     An unscripted request gets HTTP 418, which no test expects.
     """
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, host: str = "127.0.0.1") -> None:
         self.script: dict[tuple[str, str], deque[Handler]] = defaultdict(deque)
         self.seen: list[Seen] = []
         self.release = asyncio.Event()  # lets hanging handlers end at teardown
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self.server = TestServer(app, host="127.0.0.1", port=port)
+        self.server = TestServer(app, host=host, port=port)
 
     async def start(self) -> FakeService:
         await self.server.start_server()
@@ -150,11 +159,11 @@ class FakeService:
         return handler
 
     @staticmethod
-    def short(data: bytes, announced: int) -> Handler:
+    def short(data: bytes, announced: int, *, status: int = 200) -> Handler:
         """Announce `announced` bytes, send `data`, then hang up."""
 
         async def handler(request: web.Request) -> web.StreamResponse:
-            response = web.StreamResponse(headers={"Content-Length": str(announced)})
+            response = web.StreamResponse(status=status, headers={"Content-Length": str(announced)})
             await response.prepare(request)
             await response.write(data)
             assert request.transport is not None
@@ -205,8 +214,8 @@ POLICY = RetryPolicy(attempts=3, deadline=60, base_delay=1)
 async def start_service() -> AsyncIterator[Callable[..., Awaitable[FakeService]]]:
     started: list[FakeService] = []
 
-    async def start(port: int | None = None) -> FakeService:
-        service = FakeService(port)
+    async def start(port: int | None = None, host: str = "127.0.0.1") -> FakeService:
+        service = FakeService(port, host)
         started.append(service)
         return await service.start()
 
@@ -419,13 +428,24 @@ async def test_refused_connection_is_retried_because_nothing_was_sent(
 
 
 @pytest.mark.parametrize(
-    "body", [b"not json", b"[1, 2]", b'"vid_1"', b"\xff\xfe garbage", b"[" * 100_000, b"{" + b" " * 100_000 + b"}"]
+    "body", [b"not json", b"[1, 2]", b'"vid_1"', b"\xff\xfe garbage", b"[" * 100_000, b"{" + b" " * 100_000 + b"}",
+             b"", b"null"]
 )
-async def test_accepted_but_unreadable_answer_is_outcome_unknown(
+async def test_accepted_but_unreadable_answer_is_a_charge_with_no_job(
     client: VideoServiceClient, service: FakeService, body: bytes
 ) -> None:
     service.on("POST", CREATE, service.reply(202, body=body), service.reply(202, payload=ACCEPTED))
-    with pytest.raises(OutcomeUnknown):
+    with pytest.raises(AcceptedUnreadable):
+        await client.create("a fox")
+    assert len(service.calls("POST", CREATE)) == 1
+
+
+async def test_a_202_whose_body_is_cut_off_is_a_charge_with_no_job_and_never_resent(
+    client: VideoServiceClient, service: FakeService
+) -> None:
+    """The status line said 202 (accepted, charged); the connection then dropped within the body."""
+    service.on("POST", CREATE, service.short(b'{"id": "vid_', 200, status=202), service.reply(202, payload=ACCEPTED))
+    with pytest.raises(AcceptedUnreadable):
         await client.create("a fox")
     assert len(service.calls("POST", CREATE)) == 1
 
@@ -815,6 +835,54 @@ async def test_a_redirect_to_no_http_url_is_refused(
     with pytest.raises(ProtocolError):
         await client.download("vid_1", tmp_path / "1.mp4", max_bytes=MAX_BYTES)
     assert len(service.seen) == 1
+
+
+@pytest.mark.parametrize("location", [
+    "{other}/admin", "{other_https}/admin", "https://10.0.0.1/v.mp4", "https://169.254.169.254/latest/meta-data/",
+    "https://[::1]/v.mp4", "https://[::ffff:127.0.0.1]/v.mp4", "https://100.64.0.1/v.mp4", "https://localhost/v.mp4",
+    "http://93.184.216.34/v.mp4",
+])
+async def test_a_redirect_to_another_internal_host_or_to_plain_http_is_refused_before_any_request(
+    client: VideoServiceClient, service: FakeService, start_service: Callable[..., Awaitable[FakeService]],
+    tmp_path: Path, location: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The service is on 127.0.0.1 (its own host is followed, as in every test); 127.0.0.2 is another host."""
+    other = await start_service(host="127.0.0.2")
+    other.on("GET", "/admin", FakeService.reply(200, body=b"<!DOCTYPE html>SECRET admin page"))
+    target = location.format(other=other.url, other_https=other.url.replace("http://", "https://"))
+    service.on("GET", CONTENT, service.reply(302, headers={"Location": target}))
+    with pytest.raises(ProtocolError) as refused:
+        await client.download("vid_1", tmp_path / "1.mp4", max_bytes=MAX_BYTES)
+    assert str(refused.value) == REDIRECT_REFUSED  # nothing of the answer: not its Location, not its host
+    assert other.seen == [] and len(service.seen) == 1
+    assert list(tmp_path.iterdir()) == []
+    assert "not followed" in caplog.text  # the operator's log names the host
+
+
+async def test_a_redirect_whose_connection_reaches_an_internal_address_is_refused_before_its_body() -> None:
+    """A name may resolve to a public address when checked and to an internal one when connected: the address
+    the connection reached is checked too, before a byte of the body is read."""
+    client = VideoServiceClient(MagicMock(spec=aiohttp.ClientSession), "https://api.example.com", KEY)
+    response = MagicMock(spec=aiohttp.ClientResponse)
+    for peer, refused in ((("127.0.0.2", 443), True), (("10.1.2.3", 443, 0, 0), True), (("93.184.216.34", 443), False)):
+        response.connection.transport.get_extra_info.return_value = peer
+        if refused:
+            with pytest.raises(ProtocolError, match="does not follow"):
+                client._check_peer(response, URL("https://cdn.example.net/v.mp4"))
+        else:
+            client._check_peer(response, URL("https://cdn.example.net/v.mp4"))
+    # The service's own host is followed wherever it is.
+    response.connection.transport.get_extra_info.return_value = ("10.1.2.3", 443)
+    client._check_peer(response, URL("https://api.example.com:8443/storage/v.mp4"))
+
+
+async def test_a_refused_download_quotes_nothing_of_its_body(
+    client: VideoServiceClient, service: FakeService, tmp_path: Path
+) -> None:
+    service.on("GET", CONTENT, service.reply(403, body="SECRET internal text", headers={"Content-Type": "text/plain"}))
+    with pytest.raises(Rejected) as refused:
+        await client.download("vid_1", tmp_path / "1.mp4", max_bytes=MAX_BYTES)
+    assert refused.value.status == 403 and "SECRET" not in str(refused.value)
 
 
 # -- key info ---------------------------------------------------------------------------------

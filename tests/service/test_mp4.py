@@ -55,11 +55,11 @@ def test_well_formed_files_pass(tmp_path: Path, data: bytes) -> None:
         (SAMPLE[: len(SAMPLE) // 2], "past the end"),  # truncated: mdat claims more than is there
         (SAMPLE + b"\x00\x00", "stray bytes"),
         (box(b"moov", b"\x00" * 20) + FTYP, "ftyp"),  # ftyp not first
-        (box(b"ftyp", b"", size=8) + box(b"mdat", b"x"), "less than its header"),  # ftyp without brands
+        (box(b"ftyp", b"", size=8) + box(b"mdat", b"x"), "shorter than its own header"),  # ftyp without brands
         (box(b"ftyp", b"isom\x00\x00\x02\x00", size=10_000) + box(b"mdat"), "past the end"),  # ftyp size lie
-        (FTYP + box(b"mdat", b"\x01" * 100, size=5), "less than its header"),
+        (FTYP + box(b"mdat", b"\x01" * 100, size=5), "shorter than its own header"),
         (FTYP + box(b"mdat", b"\x01" * 100, size=109), "past the end"),  # box-size lie by one byte
-        (FTYP + large_box(b"mdat", b"\x01" * 100, size=12), "less than its header"),
+        (FTYP + large_box(b"mdat", b"\x01" * 100, size=12), "shorter than its own header"),
         (FTYP + large_box(b"mdat", b"\x01" * 100, size=2**63), "past the end"),
         (FTYP + struct.pack(">I4s", 1, b"mdat") + b"\x00\x00", "64-bit size"),
         (FTYP + box(b"free", b"\x00" * 8), "no 'moov' or 'mdat'"),
@@ -70,6 +70,21 @@ def test_anything_else_is_refused(tmp_path: Path, data: bytes, why: str) -> None
     with pytest.raises(NotAnMp4, match=why) as error:
         check_mp4(write(tmp_path, data))
     assert isinstance(error.value, ProtocolError)
+
+
+@pytest.mark.parametrize(("data", "field"), [
+    (b"<!DOCTYPE html><title>Admin</title>", b"CTYP"),  # a page's bytes 4-8 stand where a box's type would
+    (b"HTTP/1.1 200 OK\r\n\r\nSECRET", b"/1.1"),
+    (b"\x00\x00\x00\x10ftypisom\x00\x00\x02\x00" + b"\xff\xff\xff\xffSECR", b"SECR"),  # a box that runs past the end
+    (b"\x00\x00\x00\x10ftypisom\x00\x00\x02\x00" + b"\x00\x00\x00\x04SECR", b"SECR"),  # shorter than its header
+])
+def test_a_refusal_quotes_no_byte_of_the_file(tmp_path: Path, data: bytes, field: bytes) -> None:
+    """Whatever answered (an internal page a redirect pointed at), its reason shown by /status holds none of it."""
+    with pytest.raises(NotAnMp4) as error:
+        check_mp4(write(tmp_path, data))
+    reason = str(error.value)
+    assert field.decode() not in reason and "SECRET" not in reason and "Admin" not in reason
+    assert str(0xFFFFFFFF) not in reason  # not even a size read from the file
 
 
 def test_a_box_size_lie_inside_the_sample_is_caught(tmp_path: Path) -> None:

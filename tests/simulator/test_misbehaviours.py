@@ -414,6 +414,21 @@ async def test_key_info_payload_is_served_verbatim(
     assert sim.key_info_requests == 1
 
 
+@pytest.mark.parametrize("raw", ["null", "{broken", ""])
+async def test_an_accepted_create_answers_its_raw_body_and_is_charged(
+    make_sim: MakeSim, session: aiohttp.ClientSession, raw: str
+) -> None:
+    sim = await make_sim(create_raw_body=raw)
+    async with session.post(sim.base_url + CREATE, json={"prompt": "a fox"}, headers=AUTH) as resp:
+        assert resp.status == 202
+        assert resp.content_type == "application/json"
+        assert await resp.text() == raw
+    assert sim.spend == sim.config.price_yen and len(sim.accepted_job_ids) == 1 == len(sim.jobs)
+    async with session.post(sim.base_url + CREATE, json={"prompt": ""}, headers=AUTH) as resp:
+        assert resp.status == 400  # a rejected create is answered as ever, and not charged
+    assert sim.spend == sim.config.price_yen
+
+
 @pytest.mark.parametrize("raw", ["null", "{broken", "", '{"info": {"spend": 1e999}}'])
 async def test_key_info_raw_body_is_served_verbatim(
     make_sim: MakeSim, session: aiohttp.ClientSession, raw: str
@@ -590,6 +605,8 @@ def test_cli_flags_map_to_config_fields() -> None:
             "--no-content-length",
             "--download-rate",
             "1000",
+            "--create-body",
+            "{broken",
             "--key-info-body",
             "null",
             "--download-redirect",
@@ -605,6 +622,7 @@ def test_cli_flags_map_to_config_fields() -> None:
     assert config.download_send_length is False
     assert config.download_bytes_per_second == 1000
     assert config.key_info_raw_body == "null"
+    assert config.create_raw_body == "{broken"
     assert config.download_redirect == "http://127.0.0.2:9"
     assert config.status_redirect is True
 

@@ -7,6 +7,7 @@ import pytest
 
 import bot.store.jobs
 from bot.store.jobs import (
+    ACCEPTED_LATE,
     SCHEMA_VERSION,
     TRANSITIONS,
     Admission,
@@ -18,11 +19,13 @@ from bot.store.jobs import (
     JobStore,
     Migration,
     NewJob,
+    NewOffer,
     SpendCap,
     StoreUnavailable,
     load_migrations,
 )
 from bot.store.leases import Lease
+from bot.store.servers import ServerStore
 from bot.store.sqlite import SqliteDatabase, Step
 from tests.conftest import Clock, StoreOpener
 
@@ -367,6 +370,14 @@ async def test_find_by_local_reference_or_service_id_within_a_server(store: JobS
     assert await store.find("#9999", guild_id=10) is None
 
 
+@pytest.mark.parametrize("reference", [
+    "#" + "9" * 19, "#" + "1" * 20, "9" * 20, "#" + "1" * 5000, "1" * 100_000, "#-1", "#0x10", "#１２", "# 12",
+    "\x00", "#" + "9" * 19 + "\x00",
+])
+async def test_a_reference_of_any_length_or_shape_is_simply_not_found(store: JobStore, reference: str) -> None:
+    assert await store.find(reference, guild_id=10) is None
+
+
 async def test_recent_jobs_newest_first_and_ledger_totals(store: JobStore) -> None:
     for i in range(12):
         job = await store.add_submission(new_job(user_id=1, guild_id=10, prompt=f"p{i}"))
@@ -512,7 +523,22 @@ async def test_a_late_202_on_a_request_given_up_as_unknown_is_recorded_and_taken
     late = await store.mark_accepted(job.id, "vid_late", 250, next_poll_at=1.0, lease=stalled)
     assert (late.state, late.charged_yen, late.service_job_id) == (S.PENDING, 250, "vid_late")
     assert late.lease_owner == stalled.owner, "the process that got the 202 polls it"
+    assert late.last_error == ACCEPTED_LATE, "marked, so its requester is told the video comes after all"
     assert await store.ledger() == (1, 250)
+    on_time = await store.add_submission(new_job())
+    await store.transition(on_time.id, S.SUBMITTING)
+    assert (await store.mark_accepted(on_time.id, "vid_on_time", 250, next_poll_at=1.0)).last_error is None
+
+
+async def test_a_202_whose_answer_cannot_be_read_is_charged_failed_and_counted(store: JobStore) -> None:
+    job = await store.add_submission(new_job())
+    await store.transition(job.id, S.SUBMITTING)
+    failed = await store.mark_charged_unreadable(job.id, 250)
+    assert (failed.state, failed.charged_yen, failed.service_job_id) == (S.FAILED, 250, None)
+    assert failed.accepted_at is not None and failed.accepted_at == failed.finished_at
+    assert "UTC" in (failed.last_error or "")
+    assert await store.ledger() == (1, 250)
+    assert [usage.id for usage in await store.usage_jobs(10, 0, failed.accepted_at + 1)] == [job.id]
 
 
 # -- one-trip writes (Database.write_steps) and SQLite's BEGIN sent with the first statement ---------------
@@ -551,3 +577,54 @@ async def test_a_repeated_202_on_the_one_trip_path_changes_nothing(store: JobSto
     assert again == first and again.state == S.PENDING
     events = await store.fetch_all("SELECT kind FROM events WHERE job_id = ?", (job_id,))
     assert [row[0] for row in events] == ["accepted"], "one charge, one event"
+
+
+async def test_events_are_read_a_share_per_server_passed_over_and_pruned_on_both_backends(
+    open_store: StoreOpener,
+) -> None:
+    clock = Clock(1_000.0)
+    servers = ServerStore(await open_store(clock=clock))
+    for user in range(6):
+        await servers.add_event(10, "refused", user_id=user)
+    await servers.add_event(11, "setting", user_id=9, details={"key": "language"})
+    await servers.add_event(12, "refused", user_id=8)
+
+    shares = await servers.unposted_by_server(per_server=2, servers=2)
+    assert list(shares) == [10, 11]  # waiting longest first; server 12 waits for the next round
+    assert [event.user_id for event in shares[10]] == [0, 1]
+
+    assert await servers.pass_over_events(10, written_until=clock.now) == 6
+    assert list(await servers.unposted_by_server(per_server=2, servers=5)) == [11, 12]
+    await servers.mark_posted([event.id for share in shares.values() for event in share if event.guild_id == 11])
+    clock.now += 100
+    # Posted before 1,050: server 10's six lines; server 11's one settings change is its history, kept.
+    assert await servers.prune_events(posted_before=1_050, keep_settings=1, batch=4) == 6
+    assert len(await servers.recent_events(11, "setting")) == 1
+    assert list(await servers.unposted_by_server(per_server=2, servers=5)) == [12]
+
+
+async def test_open_offers_are_bounded_per_member_and_closed_ones_pruned_on_both_backends(
+    open_store: StoreOpener,
+) -> None:
+    clock = Clock(1_000.0)
+    store = await open_store(clock=clock)
+
+    def offer(user_id: int = 1) -> NewOffer:
+        return NewOffer(kind="confirm", user_id=user_id, guild_id=10, channel_id=1, locale="en-US",
+                        expires_at=clock.now + 60, prompt="a fox")
+
+    first = await store.add_offer(offer(), max_open=2)
+    await store.add_offer(offer(), max_open=2)
+    with pytest.raises(AdmissionRefused) as refused:
+        await store.add_offer(offer(), max_open=2)
+    assert (refused.value.code, refused.value.retry_at, refused.value.params) == (
+        "too_many_offers", 1_060.0, {"open": 2, "limit": 2})
+    await store.add_offer(offer(user_id=2), max_open=2)
+    assert await store.use_offer(first.id, "cancelled")
+    clock.now += 30
+    third = await store.add_offer(offer(), max_open=2)  # one slot freed by the cancel
+
+    clock.now += 120  # all of them closed since: the first cancelled at 1,000, the others expired at 1,060 and 1,090
+    assert await store.prune_offers(closed_before=1_061.0) == 3
+    assert await store.get_offer(first.id) is None and await store.get_offer(third.id) is not None
+    assert await store.prune_offers(closed_before=clock.now) == 1

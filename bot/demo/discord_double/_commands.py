@@ -24,6 +24,10 @@ SUPPORTED_OPTION_TYPES = {OPTION_STRING, OPTION_INTEGER, OPTION_BOOLEAN, OPTION_
 
 COMMAND_CHAT_INPUT = 1
 MAX_SAFE_INTEGER = 2**53 - 1
+#: Discord's interaction context types (`contexts`): 0 GUILD, 1 BOT_DM, 2 PRIVATE_CHANNEL.
+CONTEXT_TYPES = frozenset({0, 1, 2})
+#: Discord's application integration types (`integration_types`): 0 GUILD_INSTALL, 1 USER_INSTALL.
+INTEGRATION_TYPES = frozenset({0, 1})
 _NAME = re.compile(r"^[-_\w]{1,32}$")
 _BIT_SET = re.compile(r"[0-9]+")
 
@@ -95,6 +99,17 @@ def _check_option_list(options: list[dict[str, Any]], where: str) -> None:
             seen_optional = True
 
 
+def _check_kinds(values: object, where: str, allowed: frozenset[int]) -> None:
+    """`contexts` and `integration_types`: absent or null (Discord's defaults), else a non-empty array of distinct
+    known values."""
+    if values is None:
+        return
+    if (not isinstance(values, list) or not values or len(set(map(repr, values))) != len(values)
+            or not all(isinstance(value, int) and not isinstance(value, bool) and value in allowed
+                       for value in values)):
+        raise CommandSchemaError(f"{where} must be an array of distinct values from {sorted(allowed)}, got {values!r}")
+
+
 def validate_commands(commands: object) -> list[dict[str, Any]]:
     if not isinstance(commands, list):
         raise CommandSchemaError("body must be an array of commands")
@@ -112,6 +127,8 @@ def validate_commands(commands: object) -> list[dict[str, Any]]:
             )
             _check_option_list(command.get("options") or [], f"{index}.options")
         default_member_permissions(command.get("default_member_permissions"))
+        _check_kinds(command.get("contexts"), f"{index}.contexts", CONTEXT_TYPES)
+        _check_kinds(command.get("integration_types"), f"{index}.integration_types", INTEGRATION_TYPES)
         key = (kind, command["name"])
         if key in keys:
             raise CommandSchemaError(f"{index}: duplicate command name {command['name']!r}")

@@ -24,7 +24,7 @@ class BalanceCog(commands.Cog):
     @app_commands.guild_only()
     async def balance(self, interaction: discord.Interaction[VideoBot]) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        info = await self.bot.video_client.key_info()
+        info = await self.bot.requests.key_budget.read()  # shared and kept a few seconds: bot/service/key_budget.py
         everywhere, here = await self.bot.requests.ledgers(interaction.guild_id)
         embed = embeds.balance_embed(
             info,

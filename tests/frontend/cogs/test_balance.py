@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import discord
 import pytest
 
 from bot.core.errors import VideoServiceError
 from bot.frontend.cogs.balance import BalanceCog
-from bot.store.jobs import JobState
+from bot.store.jobs import JobState, NewJob
 from tests.conftest import SIM_KEY
 from tests.frontend.cogs.helpers import (
+    GUILD_ID,
     OTHER_GUILD_ID,
     OTHER_MEMBER_ID,
     Event,
@@ -137,3 +140,32 @@ async def test_service_down_gets_a_friendly_private_message(stack: Stack, cog: B
     assert reply.name == "edit_original_response"
     assert reply.content == "The video service cannot be reached right now. Nothing was spent. Please try again later."
     assert reply.embed is None
+
+
+async def test_one_members_repeated_balance_spends_one_read_of_the_keys_rate_limit(
+    stack: Stack, cog: BalanceCog
+) -> None:
+    interactions = [stack.interaction(cog.balance) for _ in range(10)]
+    await asyncio.gather(*(invoke(stack, cog.balance, interaction) for interaction in interactions))
+    for _ in range(10):
+        await invoke(stack, cog.balance, stack.interaction(cog.balance))
+
+    assert stack.simulator.key_info_requests == 1
+    assert stack.log.names().count(KEY_INFO) == 1
+    assert stack.log.names().count("edit_original_response") == 20
+    # The budget alerts share the same reader (bot/app.py): a check now needs no read of its own.
+    await stack.requests.rules.change(GUILD_ID, 900, {"budget_alert_yen": 5_000})
+    await stack.bot.services.housekeeping.check_budget()
+    assert stack.simulator.key_info_requests == 1
+
+
+async def test_balance_right_after_a_video_shows_its_charge(stack: Stack, cog: BalanceCog) -> None:
+    """The check before the create read the key a moment ago; the accepted create makes that answer out of date."""
+    await balance(stack, cog)
+    await stack.requests.submit(NewJob(model="", prompt="a kite", seed=None, user_id=OTHER_MEMBER_ID,
+                                       guild_id=GUILD_ID, channel_id=1))
+    stack.log.events.clear()
+
+    reply = await balance(stack, cog)
+
+    assert reply.embed is not None and embed_fields(reply.embed)["Spent"] == "¥250"

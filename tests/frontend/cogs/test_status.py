@@ -325,9 +325,11 @@ async def test_autocomplete_names_fit_discords_100_characters(stack: Stack, cog:
     assert all(len(choice.name) <= 100 for choice in choices)
 
 
-@pytest.mark.parametrize("reference", ["#\u00b2", "\u2460", "#1\u00b9", "#" + "9" * 20, "1" * 400],
-                         ids=["superscript-2", "circled-1", "1-sup1", "20-digits", "400-digits"])
-async def test_a_reference_of_digits_not_ascii_or_past_any_id_is_not_found_rather_than_an_internal_error(
+@pytest.mark.parametrize(
+    "reference", ["#\u00b2", "\u2460", "#1\u00b9", "#" + "9" * 20, "1" * 400, "#" + "1" * 6000],
+    ids=["superscript-2", "circled-1", "1-sup1", "20-digits", "400-digits", "6000-digits"],
+)
+async def test_a_reference_of_odd_digits_or_of_any_length_is_not_found_rather_than_an_internal_error(
     stack: Stack, cog: StatusCog, reference: str
 ) -> None:
     await stored_job(stack.store, JobState.PENDING)

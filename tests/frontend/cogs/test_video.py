@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -465,6 +466,25 @@ async def test_an_unusable_job_id_is_charged_failed_and_told_for_support(stack: 
     assert job.told_at is not None
     assert stack.simulator.spend == 250 == (await stack.store.ledger())[1]
     assert stack.accepted == [], "never handed to the worker: never polled"
+
+
+async def test_a_202_whose_answer_cannot_be_read_is_charged_and_told_with_its_reference_and_time(
+    stack: Stack, cog: VideoCog
+) -> None:
+    stack.simulator.reconfigure(create_raw_body="")
+    error = await invoke(stack, cog.video, stack.interaction(cog.video), prompt="a lighthouse")
+
+    assert isinstance(error, SubmissionFailed) and error.kind == "charged_unreadable"
+    [job] = await all_jobs(stack)
+    assert (job.state, job.charged_yen, job.service_job_id) == (JobState.FAILED, 250, None)
+    assert job.accepted_at is not None
+    at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(job.accepted_at))
+    content = deferred_reply(stack).content or ""
+    assert f"Request #{job.id} was accepted and charged ¥250 at `{at}` (<t:{int(job.accepted_at)}:f>)" in content
+    assert "will not be resent" in content
+    assert job.told_at is not None
+    assert stack.simulator.spend == 250 == (await stack.store.ledger())[1] and stack.simulator.creates_received == 1
+    assert stack.accepted == [], "nothing to poll"
 
 
 async def test_a_job_id_returned_twice_keeps_the_first_and_fails_the_second_charged(
