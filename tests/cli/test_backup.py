@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.__main__ import BackupError, backup_database
+from bot.cli.backup import BackupError, backup_database
 from bot.store.jobs import SCHEMA_VERSION, JobState, JobStore, NewJob
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

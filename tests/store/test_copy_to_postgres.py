@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 import bot.store.copy_to_postgres
-from bot.__main__ import main
+from bot.cli.main import main
 from bot.community.server_rules import ServerRules, ServerSettings
 from bot.community.usage import build_report
 from bot.config.database_url import redacted

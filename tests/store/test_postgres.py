@@ -12,8 +12,11 @@ import asyncpg
 import pytest
 
 import bot.store.jobs
-from bot.__main__ import backup, check_postgres, one_process, pause
 from bot.app import open_store
+from bot.cli.backup import backup
+from bot.cli.check import check_postgres
+from bot.cli.common import one_process
+from bot.cli.pause import pause
 from bot.config.database_url import password_of, redacted
 from bot.config.settings import Settings, read_settings
 from bot.jobs.intake import PAUSE_KEY

@@ -1,0 +1,23 @@
+"""`python -m bot pause` and `resume`: the host's pause of /video in every server, without a restart."""
+
+from __future__ import annotations
+
+import time
+
+from bot.app import open_store
+from bot.config.settings import Settings
+from bot.jobs.intake import PAUSE_KEY
+
+
+async def pause(settings: Settings, *, on: bool) -> int:
+    """The host's pause of /video in every server, kept in the database: the running bot obeys it at once."""
+    store = await open_store(settings)
+    try:
+        if on:
+            await store.set_meta(PAUSE_KEY, str(time.time()))
+        else:
+            await store.delete_meta(PAUSE_KEY)
+    finally:
+        await store.close()
+    print("/video is paused in every server" if on else "/video is open again")
+    return 0

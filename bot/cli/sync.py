@@ -1,0 +1,34 @@
+"""`python -m bot sync`: log in, register the slash commands with Discord, and exit."""
+
+from __future__ import annotations
+
+import logging
+
+import discord
+
+from bot.app import catalogue_of, create_bot
+from bot.cli.common import NETWORK_ERRORS, TOKEN_REFUSED, describe_connection_error, one_process, open_database
+from bot.config.settings import Settings
+
+log = logging.getLogger("bot")
+
+
+async def sync(settings: Settings) -> int:
+    # Syncing starts the bot's set-up, which recovers half-done requests: never beside a running bot.
+    with one_process(settings):
+        return await _sync(settings)
+
+
+async def _sync(settings: Settings) -> int:
+    await open_database(settings)
+    bot = create_bot(settings, catalogue_of(settings), force_sync=True)
+    async with bot:
+        try:
+            await bot.login(settings.discord_token)  # setup_hook runs here and syncs
+        except discord.LoginFailure:
+            log.error("%s: check it in the developer portal", TOKEN_REFUSED)
+            return 1
+        except NETWORK_ERRORS as exc:
+            log.error("cannot reach Discord (%s)", describe_connection_error(exc))
+            return 1
+    return 0

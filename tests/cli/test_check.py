@@ -1,0 +1,156 @@
+"""`python -m bot check`: one line per check, end to end and one cause at a time."""
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.cli.check import check_database, check_discord, check_video_service, check_videos
+from bot.simulator import VideoServiceSimulator
+from bot.store.jobs import SCHEMA_VERSION, JobStore
+from tests.cli.helpers import MODELS, TOKEN, closed_port, discord_at, run_bot, settings_for
+from tests.conftest import SIM_KEY
+from tests.discord_double import DiscordDouble
+
+
+async def test_check_prints_one_ok_line_per_check(
+    simulator: VideoServiceSimulator, double: DiscordDouble, tmp_path: Path
+) -> None:
+    await (await JobStore.open(tmp_path / "bot.sqlite3")).close()
+    env = {"DISCORD_TOKEN": TOKEN, "VIDEO_API_BASE_URL": simulator.base_url, "VIDEO_API_KEY": SIM_KEY,
+           "DATABASE_PATH": str(tmp_path / "bot.sqlite3"), "VIDEO_STORAGE_DIR": str(tmp_path / "videos")}
+    code, out, err = await run_bot(["check"], env, tmp_path, discord=double)
+    assert code == 0, out + err
+    lines = out.splitlines()
+    assert lines[0].startswith("settings: OK")
+    assert lines[1] == "models: OK (built in: 1 model; default provider/video-model-2.0-fast at ¥250)"
+    assert lines[2] == f"database: OK (schema {SCHEMA_VERSION})"
+    assert lines[3].startswith(f"videos: OK ({tmp_path / 'videos'}, ") and lines[3].endswith("will be created)")
+    assert lines[4] == (f"video service: OK (key …{SIM_KEY[-4:]}; spent ¥0 of ¥10,000; available ¥10,000 "
+                        "(40 videos at ¥250))")
+    assert lines[5] == "discord: OK (logged in as double-bot)"
+    assert lines[6] == "check: OK"
+    assert SIM_KEY not in out + err and TOKEN not in out + err
+    assert [r.path for r in double.requests] == ["/users/@me"]  # read-only: no gateway, no sync
+
+
+async def test_check_names_every_failure_and_exits_1(
+    simulator: VideoServiceSimulator, token_refusing_discord: str, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    env = {"DISCORD_TOKEN": "revoked-token", "VIDEO_API_BASE_URL": simulator.base_url,
+           "VIDEO_API_KEY": "sk-wrong-key-000000", "DATABASE_PATH": str(tmp_path / "ok" / "bot.sqlite3"),
+           "VIDEO_STORAGE_DIR": str(blocker / "videos")}
+    code, out, err = await run_bot(["check"], env, tmp_path, discord=discord_at(token_refusing_discord))
+    assert code == 1
+    assert f"videos: FAILED: cannot write VIDEO_STORAGE_DIR: {blocker} is not a directory" in out
+    assert "video service: FAILED: the key was refused (HTTP 401)" in out
+    assert "discord: FAILED: Discord refused DISCORD_TOKEN (HTTP 401)" in out
+    assert "database: OK" in out
+    assert "check failed: videos, video service, discord" in err
+    assert "sk-wrong-key-000000" not in out + err and "Traceback" not in out + err
+
+
+async def test_check_reads_the_models_file_and_counts_videos_at_the_default_models_price(
+    simulator: VideoServiceSimulator, double: DiscordDouble, tmp_path: Path
+) -> None:
+    models = tmp_path / "models.toml"
+    models.write_text(MODELS, encoding="utf-8")
+    env = {"DISCORD_TOKEN": TOKEN, "VIDEO_API_BASE_URL": simulator.base_url, "VIDEO_API_KEY": SIM_KEY,
+           "DATABASE_PATH": str(tmp_path / "bot.sqlite3"), "VIDEO_STORAGE_DIR": str(tmp_path / "videos"),
+           "MODELS_FILE": str(models)}
+    code, out, err = await run_bot(["check"], env, tmp_path, discord=double)
+    assert code == 0, out + err
+    assert f"models: OK ({models}: 2 models; default provider/video-model-2.0-pro at ¥1,200)" in out
+    assert "available ¥10,000 (8 videos at ¥1,200)" in out
+
+
+async def test_discord_check_names_a_refused_token(
+    tmp_path: Path, token_refusing_discord: str, route_base: Any
+) -> None:
+    route_base(token_refusing_discord)
+    result = await check_discord(settings_for(tmp_path))
+    assert not result.ok and result.line() == "discord: FAILED: Discord refused DISCORD_TOKEN (HTTP 401)"
+
+
+@pytest.mark.parametrize(
+    ("host", "cause"),
+    [("127.0.0.1:{port}", "connection refused"), ("nonexistent.invalid", "the name did not resolve in DNS")],
+)
+async def test_discord_check_names_why_discord_is_unreachable(
+    tmp_path: Path, route_base: Any, host: str, cause: str
+) -> None:
+    route_base(f"http://{host.format(port=closed_port())}/api/v10")
+    result = await check_discord(settings_for(tmp_path))
+    assert result.line() == f"discord: FAILED: cannot reach Discord: {cause}"
+
+
+@pytest.mark.parametrize(
+    ("where", "cause"),
+    [
+        ("refused", "connection refused"),
+        ("dns", "the name did not resolve in DNS"),
+        ("tls", "TLS failed"),
+        ("silent", "timed out"),
+        ("wrong-key", "the key was refused (HTTP 401)"),
+    ],
+)
+async def test_service_check_names_the_cause(
+    tmp_path: Path, simulator: VideoServiceSimulator, silent_server: str, where: str, cause: str
+) -> None:
+    url, key = {
+        "refused": (f"http://127.0.0.1:{closed_port()}", SIM_KEY),
+        "dns": ("https://nonexistent.invalid", SIM_KEY),  # a remote host: https (plain http is a settings error)
+        "tls": (simulator.base_url.replace("http://", "https://"), SIM_KEY),  # TLS to a plain-HTTP port
+        "silent": (silent_server, SIM_KEY),
+        "wrong-key": (simulator.base_url, "sk-wrong-key-000000"),
+    }[where]
+    settings = settings_for(tmp_path, VIDEO_API_BASE_URL=url, VIDEO_API_KEY=key, HTTP_TIMEOUT_SECONDS="0.5")
+    result = await check_video_service(settings)
+    assert not result.ok
+    assert cause in result.detail
+    assert "sk-wrong-key-000000" not in result.detail
+
+
+@pytest.fixture
+def unwritable_dir(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o555)
+        yield locked
+        locked.chmod(0o755)
+    elif Path("/sys").is_dir():
+        yield Path("/sys")  # root may write anywhere but here: sysfs takes no new files
+    else:
+        pytest.skip("no directory that root cannot write to")
+
+
+def test_an_unwritable_directory_fails_the_database_and_the_video_checks(unwritable_dir: Path) -> None:
+    database = check_database(unwritable_dir / "bot.sqlite3")
+    assert not database.ok and f"{unwritable_dir} is not writable" in database.detail
+    videos = check_videos(unwritable_dir / "videos")
+    assert not videos.ok and f"{unwritable_dir} is not writable" in videos.detail
+
+
+def test_a_file_that_is_not_a_database_fails_the_check(tmp_path: Path) -> None:
+    path = tmp_path / "bot.sqlite3"
+    path.write_bytes(b"this is not SQLite" * 100)
+    result = check_database(path)
+    assert not result.ok and "cannot open" in result.detail and "not a database" in result.detail
+
+
+async def test_an_older_database_is_reported_as_upgradeable(tmp_path: Path) -> None:
+    path = tmp_path / "bot.sqlite3"
+    await (await JobStore.open(path)).close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("PRAGMA user_version = 0")
+    result = check_database(path)
+    assert result.ok and result.detail == f"schema 0; the next start upgrades it to {SCHEMA_VERSION}"
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == 0  # a check never migrates
+

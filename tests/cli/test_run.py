@@ -1,0 +1,56 @@
+"""`python -m bot run`: a start without Discord, and the log format from the settings."""
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+from bot.simulator import VideoServiceSimulator
+from tests.cli.helpers import TOKEN, base_env, closed_port, discord_at, run_bot
+from tests.conftest import SIM_KEY
+
+
+async def test_an_unreachable_discord_is_retried_in_one_line_each_until_sigterm(
+    simulator: VideoServiceSimulator, tmp_path: Path
+) -> None:
+    env = {
+        **base_env(discord_at(f"http://127.0.0.1:{closed_port()}/api/v10")),
+        "DISCORD_TOKEN": TOKEN, "VIDEO_API_BASE_URL": simulator.base_url, "VIDEO_API_KEY": SIM_KEY,
+        "DATABASE_PATH": str(tmp_path / "bot.sqlite3"), "VIDEO_STORAGE_DIR": str(tmp_path / "videos"),
+    }
+    log_path = tmp_path / "bot.log"
+    with log_path.open("wb") as log_file:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", cwd=tmp_path, env=env, stdout=log_file, stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            async with asyncio.timeout(30):
+                while log_path.read_text().count("cannot reach Discord") < 2:
+                    assert process.returncode is None, log_path.read_text()
+                    await asyncio.sleep(0.1)
+            process.send_signal(signal.SIGTERM)
+            code = await asyncio.wait_for(process.wait(), timeout=20)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    output = log_path.read_text()
+    assert code == 0, output
+    retries = [line for line in output.splitlines() if "cannot reach Discord" in line]
+    assert retries[0].endswith("cannot reach Discord (connection refused); retrying in 1 s")
+    assert retries[1].endswith("cannot reach Discord (connection refused); retrying in 2 s")
+    assert "Traceback" not in output
+    assert "\x1b[" not in output  # a file is not a terminal: no colour codes
+    assert "PyNaCl" not in output and "davey" not in output
+
+
+async def test_log_format_json_makes_every_log_line_a_json_object(token_refusing_discord: str, tmp_path: Path) -> None:
+    env = {"DISCORD_TOKEN": "revoked-token", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": SIM_KEY,
+           "DATABASE_PATH": str(tmp_path / "bot.sqlite3"), "LOG_FORMAT": "json"}
+    code, _out, err = await run_bot(["run"], env, tmp_path, discord=discord_at(token_refusing_discord))
+    assert code == 1
+    entries = [json.loads(line) for line in err.splitlines()]
+    assert {"level": "ERROR", "logger": "bot"}.items() <= entries[-1].items()
+    assert entries[-1]["message"].startswith("Discord refused DISCORD_TOKEN")
+
