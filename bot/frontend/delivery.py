@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import discord
 from discord.abc import Messageable
 
@@ -14,7 +17,7 @@ from bot.core.log_context import job_fields
 from bot.core.notices import Notice
 from bot.frontend import embeds, transcode
 from bot.frontend.buttons import video_buttons
-from bot.jobs.worker import Delivery, Undeliverable
+from bot.jobs.port import Delivery, DiscordUnavailable, Undeliverable
 from bot.service.catalogue import Catalogue
 from bot.store.jobs import Job
 
@@ -49,6 +52,16 @@ def _too_large(exc: discord.HTTPException) -> bool:
     return exc.status == 413 or exc.code == 40005
 
 
+@contextmanager
+def discord_unavailable() -> Iterator[None]:
+    """The job code's port (bot/jobs/port.py) knows no discord.py: an error of Discord's HTTP API, or of the
+    connection to it (discord.py's HTTP layer raises aiohttp's), leaves here as DiscordUnavailable."""
+    try:
+        yield
+    except (discord.HTTPException, aiohttp.ClientError) as exc:
+        raise DiscordUnavailable(str(exc) or type(exc).__name__) from exc
+
+
 class DiscordDelivery:
     def __init__(self, client: discord.Client, catalogue: Catalogue) -> None:
         self._client = client
@@ -56,6 +69,10 @@ class DiscordDelivery:
         self._catalogue = catalogue
 
     async def deliver(self, job: Job, video: Path) -> Delivery:
+        with discord_unavailable():
+            return await self._deliver(job, video)
+
+    async def _deliver(self, job: Job, video: Path) -> Delivery:
         limit = job.upload_limit_bytes or DEFAULT_UPLOAD_LIMIT
         for _ in range(2):
             upload, compressed = await self._fitting(job, video, limit)
@@ -119,6 +136,10 @@ class DiscordDelivery:
         `via_interaction` puts the interaction first (a request cut off by a restart: its "thinking…" is
         still showing); otherwise it is the last resort, when the channel and the DMs both refuse.
         """
+        with discord_unavailable():
+            await self._announce(job, event, via_interaction=via_interaction)
+
+    async def _announce(self, job: Job, event: Notice, *, via_interaction: bool) -> None:
         text = embeds.announcement_text(job, event, catalogue=self._catalogue)
         mentions = embeds.requester_only(job)
         if via_interaction and await self._tell_in_interaction(job, text, mentions):
@@ -168,7 +189,8 @@ class DiscordDelivery:
             return
         webhook = discord.Webhook.partial(self._client.application_id, job.interaction_token, client=self._client)
         embed = embeds.receipt_embed(job, catalogue=self._catalogue, position=position, ready_at=ready_at)
-        await webhook.edit_message(job.reply_message_id, embed=embed)
+        with discord_unavailable():
+            await webhook.edit_message(job.reply_message_id, embed=embed)
 
     async def _channel(self, channel_id: int) -> Messageable:
         channel = self._client.get_channel(channel_id)

@@ -15,12 +15,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import discord
-
 from bot.community import trust
 from bot.community.server_rules import ServerRules
 from bot.config.settings import Settings
 from bot.core.tasks import cancel_and_wait
+from bot.jobs.port import ChannelRefused, DiscordUnavailable, LinePoster
 from bot.jobs.progress import ProgressRefresher
 from bot.service.client import VideoServiceClient
 from bot.service.key_budget import KeyBudget
@@ -29,8 +28,6 @@ from bot.store.servers import Event
 
 log = logging.getLogger(__name__)
 
-#: Posts one line into a channel (the bot's HTTP API: no gateway shard needed).
-LinePoster = Callable[[int, str], Awaitable[None]]
 #: A log-channel line for an event, in a language (the front end writes it: bot/frontend/settings_embeds.py).
 EventText = Callable[[Event, str], str]
 #: The language a server's own preferred locale gives, when its admins set none.
@@ -184,15 +181,15 @@ class Housekeeping:
                 continue
             try:
                 await self._post(channel, self._event_text(event, language))
-            except (discord.Forbidden, discord.NotFound):
+            except ChannelRefused:
                 # No retry helps; the admins can pick another channel with /settings log_channel.
                 log.warning("server %s: cannot post to log channel %s; its lines are dropped for %.0f s",
                             guild_id, channel, self._chores.closed_channel_seconds)
                 self._closed_until[channel] = now + self._chores.closed_channel_seconds
-            except (discord.HTTPException, OSError) as exc:
+            except (DiscordUnavailable, OSError) as exc:
                 if now - event.created_at < self._chores.give_up_posting_after:
                     log.warning("server %s: log channel unavailable (%s); retrying next round", guild_id,
-                                type(exc).__name__)
+                                type(exc.__cause__ or exc).__name__)
                     return posted  # keep this server's order: its later lines wait for this one
                 log.warning("server %s: event %s dropped after an hour of failures", guild_id, event.id)
             else:

@@ -22,13 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
-
-import aiohttp
-import discord
 
 from bot.core.errors import (
-    BotError,
     InsufficientStorage,
     ProtocolError,
     RateLimited,
@@ -51,6 +46,7 @@ from bot.core.retry import (
 )
 from bot.core.tasks import LAST_WRITE_SECONDS, BackgroundTasks, finish_despite_cancels
 from bot.jobs.durations import DurationModel
+from bot.jobs.port import Deliverer, Delivery, DiscordUnavailable, Undeliverable
 from bot.jobs.schedule import Plan, PollSchedule
 from bot.service.client import VideoServiceClient, remove_abandoned_downloads
 from bot.service.pacing import Pacer
@@ -85,42 +81,6 @@ class PostUnrecorded(Exception):
     def __init__(self, job: Job, delivery: Delivery, cause: StoreUnavailable) -> None:
         super().__init__(f"{job.reference} was posted as message {delivery.message_id}, but the database did not "
                          f"take its record: {cause}")
-
-
-class Undeliverable(BotError):
-    """Neither the channel nor the requester's DMs would take the video; retrying will not help."""
-
-
-@dataclass(frozen=True)
-class Delivery:
-    channel_id: int
-    message_id: int
-    compressed: bool = False
-    via_dm: bool = False
-
-
-class Deliverer(Protocol):
-    """Where finished videos and news about jobs go (Discord in production, a sink in benchmarks)."""
-
-    async def deliver(self, job: Job, video: Path) -> Delivery:
-        """Post the video; raise Undeliverable when no place takes it, anything else to retry later."""
-        ...
-
-    async def announce(self, job: Job, event: Notice, *, via_interaction: bool = False) -> None:
-        """Tell the requester about `event`; raise Undeliverable when no place takes it.
-
-        `via_interaction`: try the original interaction first while its token lives.
-        """
-        ...
-
-    async def show_progress(
-        self, job: Job, *, position: int | None = None, ready_at: float | None = None
-    ) -> None:
-        """Refresh the original `/video` reply while its interaction token lives.
-
-        `position` (its place among waiting jobs) and `ready_at` (its likely ready time) are shown when given.
-        """
-        ...
 
 
 @dataclass(frozen=True)
@@ -723,7 +683,7 @@ class JobWorker:
         delay = policy.delay(attempts)
         reason = _reason(exc)
         if policy.allows(attempts, now - since, delay):
-            expected = isinstance(exc, (VideoServiceError, discord.HTTPException))
+            expected = isinstance(exc, (VideoServiceError, DiscordUnavailable))
             log.warning("%s of %s failed (attempt %d of %d): %s; retrying in %.0f s", what, job.reference, attempts,
                         policy.attempts, reason, delay, exc_info=None if expected else exc, extra=job_fields(job))
             job = await self._update(job.id, step_attempts=attempts, step_failing_since=since,
@@ -895,7 +855,7 @@ class JobWorker:
             await retrying(
                 self._config.notice_retry,
                 lambda: self._deliverer.announce(job, event, via_interaction=via_interaction),
-                retry_on=(discord.HTTPException, aiohttp.ClientError, OSError),
+                retry_on=(DiscordUnavailable, OSError),
                 what=f"telling the requester of {job.reference} about {event}",
             )
         except Undeliverable as exc:

@@ -25,7 +25,7 @@ from prometheus_client.registry import Collector
 from bot.core.lifecycle import JobState
 from bot.core.notices import Notice
 from bot.core.tasks import cancel_and_wait
-from bot.jobs.worker import Deliverer, Delivery
+from bot.jobs.port import Deliverer, Delivery
 from bot.service.client import KeyInfo
 from bot.store.jobs import Job, JobStore
 

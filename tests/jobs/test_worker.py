@@ -17,7 +17,8 @@ import pytest
 
 from bot.core.errors import InsufficientStorage
 from bot.core.retry import RetryPolicy
-from bot.jobs.worker import Deliverer, JobWorker, Undeliverable, WorkerConfig
+from bot.jobs.port import Deliverer, Undeliverable
+from bot.jobs.worker import JobWorker, WorkerConfig
 from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH, JOBS_PREFIX
 from bot.store.jobs import Job, JobState, JobStore, StoreUnavailable

@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.core.notices import Notice
 from bot.frontend import transcode
-from bot.jobs.worker import Delivery
+from bot.jobs.port import Delivery
 from bot.service.client import RemoteJob, VideoServiceClient
 from bot.store.jobs import Job, JobState, JobStore, NewJob
 
