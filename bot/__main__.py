@@ -35,10 +35,10 @@ from bot.core.retry import NO_RETRY, RetryPolicy
 from bot.core.tasks import cancel_and_wait
 from bot.frontend.bot import VideoBot
 from bot.frontend.i18n import EN, yen
-from bot.jobs.intake import PAUSE_KEY
 from bot.ops.logs import setup_logging
 from bot.service.catalogue import Catalogue, CatalogueError
 from bot.service.client import mask_key
+from bot.store import meta
 from bot.store.copy_to_postgres import MigrateRefused, migrate_database
 from bot.store.instance_lock import AlreadyRunning, single_process
 from bot.store.jobs import SCHEMA_VERSION, DatabaseTooNew, StoreUnavailable
@@ -470,9 +470,9 @@ async def pause(settings: Settings, *, on: bool) -> int:
     store = await open_store(settings)
     try:
         if on:
-            await store.set_meta(PAUSE_KEY, str(time.time()))
+            await store.set_meta(meta.HOST_PAUSE, str(time.time()))
         else:
-            await store.delete_meta(PAUSE_KEY)
+            await store.delete_meta(meta.HOST_PAUSE)
     finally:
         await store.close()
     print("/video is paused in every server" if on else "/video is open again")

@@ -34,6 +34,7 @@ from bot.ops.health import write_heartbeat
 from bot.ops.heap import FullCollections
 from bot.service.catalogue import Catalogue
 from bot.service.client import VideoServiceClient
+from bot.store import meta
 from bot.store.jobs import JobStore
 from bot.store.leases import Lease
 
@@ -237,7 +238,7 @@ class VideoBot(commands.AutoShardedBot):
         if guild is not None:
             self.tree.copy_global_to(guild=guild)
         digest = await self.command_digest(guild)
-        key = f"command_sync:{self.application_id}:{guild.id if guild else 'global'}"
+        key = meta.command_sync(self.application_id, guild.id if guild else None)
         if not force and await self.store.get_meta(key) == digest:
             log.info("slash commands unchanged since the last sync; not syncing")
             return False

@@ -23,6 +23,7 @@ from bot.jobs.port import ChannelRefused, DiscordUnavailable, LinePoster
 from bot.jobs.progress import ProgressRefresher
 from bot.service.client import VideoServiceClient
 from bot.service.key_budget import KeyBudget
+from bot.store import meta
 from bot.store.jobs import JobStore
 from bot.store.servers import Event
 
@@ -33,7 +34,6 @@ EventText = Callable[[Event, str], str]
 #: The language a server's own preferred locale gives, when its admins set none.
 GuildLocale = Callable[[int], str | None]
 
-BUDGET_ALERT_KEY = "budget_alert:{guild_id}"
 #: Settings changes kept per server however old: `/settings` shows the latest five as its history.
 SETTINGS_HISTORY_KEPT = 5
 
@@ -213,7 +213,7 @@ class Housekeeping:
                 continue
             if (await self._rules.effective(guild_id)).log_channel_id is None:
                 continue  # nowhere to say it: alert once a log channel is set
-            key = BUDGET_ALERT_KEY.format(guild_id=guild_id)
+            key = meta.budget_alert(guild_id)
             alerted = await self._store.get_meta(key) is not None
             low = left is not None and left < threshold
             if low and not alerted:

@@ -32,7 +32,7 @@ from bot.core.errors import (
     ServiceUnreachable,
     VideoServiceError,
 )
-from bot.core.lifecycle import POLLED_STATES, SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
+from bot.core.lifecycle import FINISHING_STATES, POLLED_STATES, SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
 from bot.core.log_context import job_fields
 from bot.core.notices import Notice
 from bot.core.retry import (
@@ -262,10 +262,10 @@ class JobWorker:
             except StoreUnavailable as exc:
                 # Its leases are renewed before a job is touched, and claims come again every round.
                 log.warning("could not renew or claim leases at start-up (%s); trying again shortly", exc)
-        for job in await self._store.jobs_in_states((S.COMPLETED, S.DOWNLOADED), owner=self._owner):
+        for job in await self._store.jobs_in_states(FINISHING_STATES, owner=self._owner):
             self._mark_held(job)
             self._spawn_finish(job)
-        unfinished = await self._store.jobs_in_states((S.PENDING, S.IN_PROGRESS), owner=self._owner)
+        unfinished = await self._store.jobs_in_states(POLLED_STATES, owner=self._owner)
         if unfinished or self._finishing:
             log.info("resuming %d jobs to poll and %d to finish", len(unfinished), len(self._finishing))
 
@@ -402,7 +402,7 @@ class JobWorker:
             if job.state in POLLED_STATES:
                 if job.id not in self._schedule and job.id not in self._polling:
                     self._schedule.add(job, job.next_poll_at if job.next_poll_at is not None else self._clock())
-            elif job.state in (S.COMPLETED, S.DOWNLOADED):
+            elif job.state in FINISHING_STATES:
                 self._spawn_finish(job)
             elif job.told_at is None:
                 owed.append(job)
@@ -622,7 +622,7 @@ class JobWorker:
         failures = 0
         failing_since = 0.0
         try:
-            while job.state in (S.COMPLETED, S.DOWNLOADED):
+            while job.state in FINISHING_STATES:
                 try:
                     if not await self._holds(job.id):
                         if self._lease is not None and job.id not in self._held:

@@ -60,7 +60,8 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-JOB_STATES = frozenset({"pending", "in_progress", "completed", "failed"})
+#: The statuses the video service gives a job (its contract), not the bot's own states (bot/core/lifecycle.py).
+SERVICE_STATUSES = frozenset({"pending", "in_progress", "completed", "failed"})
 JOBS_PATH = "/gateway/videos/jobs"
 KEY_INFO_PATH = "/key/info"
 MAX_REDIRECTS = 3
@@ -166,7 +167,7 @@ def _accepted_job(data: object) -> RemoteJob:
     # Accepted means pending (spec §3); a missing or odd status is the poller's to find out.
     return RemoteJob(
         id=job_id,
-        status=status if isinstance(status, str) and status in JOB_STATES else "pending",
+        status=status if isinstance(status, str) and status in SERVICE_STATUSES else "pending",
         ignored_paths=_ignored_paths(data, job_id),
     )
 
@@ -177,7 +178,7 @@ def _polled_job(data: object, job_id: str) -> RemoteJob:
     if data.get("id") != job_id:
         raise ProtocolError(f"the service answered about job {shown_id(data.get('id'))} when asked about {job_id}")
     status = data.get("status")
-    if not isinstance(status, str) or status not in JOB_STATES:
+    if not isinstance(status, str) or status not in SERVICE_STATUSES:
         raise ProtocolError(f"the service's status response has an unknown status {shown_id(status)}")
     return RemoteJob(id=job_id, status=status, ignored_paths=_ignored_paths(data, job_id))
 

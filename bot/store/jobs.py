@@ -19,10 +19,14 @@ from typing import Any, Literal, NoReturn
 from bot.config.database_url import is_postgres_url, redacted, sqlite_path_of
 from bot.core.errors import BotError
 from bot.core.lifecycle import (
-    FINAL_STATES,
+    CREDITABLE_STATES,
+    DONE_WITH_STATES,
     IN_FLIGHT_STATES,
+    MAYBE_CHARGED_STATES,
+    NOTHING_SPENT_STATES,
+    OWED_A_MESSAGE_STATES,
     POLLED_STATES,
-    TRANSITIONS,
+    REDONE_IF_LOST,
     UNSENT_OR_SENDING,
     WAITING_STATES,
     JobState,
@@ -30,6 +34,7 @@ from bot.core.lifecycle import (
 )
 from bot.core.notices import RefusalCode
 from bot.core.retry import NOTICE_ROUNDS
+from bot.core.spending import COUNTED_AT, OUTCOME_RULES
 from bot.store.leases import CLAIM_BATCH, CLOCK_SKEW_WARNING_S, Lease, LiveProcess
 from bot.store.sqlite import (
     Database,
@@ -44,11 +49,6 @@ from bot.store.sqlite import (
 )
 
 __all__ = [
-    "CREDITABLE_STATES",
-    "IN_FLIGHT_STATES",
-    "OUTCOME_UNKNOWN_STATES",
-    "POLLED_STATES",
-    "TRANSITIONS",
     "Admission",
     "AdmissionRefused",
     "CreditRefused",
@@ -120,14 +120,6 @@ class AdmissionRefused(BotError):
         self.params = params
         super().__init__(f"refused: {code}")
 
-
-#: Charged, and no video came of it: what support may credit. `stalled` was given up after the bot's
-#: longest wait, so its requester got nothing either.
-CREDITABLE_STATES = (S.FAILED, S.STALLED)
-#: Whether the service accepted (and charged) the request cannot be told from the bot's records: no answer
-#: came, or the bot stopped while sending. `submitting` is also a create on its way, or a charge whose
-#: recording is being retried; either way its charge is not in the ledger yet.
-OUTCOME_UNKNOWN_STATES = (S.SUBMITTING, S.UNKNOWN)
 
 CreditRefusal = Literal["not_found", "not_failed", "already_credited"]
 
@@ -716,13 +708,13 @@ class JobStore:
         lease: Lease, now: float, *, take_all: bool, max_notice_attempts: int
     ) -> tuple[str, list[Any]]:
         """Jobs still to be worked on (or told) that `lease` may take: all of them, or those nobody holds."""
-        working = _marks(_WORKING_STATES)
-        candidates = (*_WORKING_STATES, *_OWED_STATES)
+        working = _marks(IN_FLIGHT_STATES)
+        candidates = (*IN_FLIGHT_STATES, *OWED_A_MESSAGE_STATES)
         where = [
             f"state IN ({_marks(candidates)})",
             f"(state IN ({working}) OR (told_at IS NULL AND notice_attempts < ?))",
         ]
-        params: list[Any] = [*candidates, *_WORKING_STATES, max_notice_attempts]
+        params: list[Any] = [*candidates, *IN_FLIGHT_STATES, max_notice_attempts]
         if not take_all:
             # Never one's own: a lease of ours that expired unnoticed is renewed, not recovered.
             where.append("(lease_owner IS NULL OR (lease_owner <> ? AND lease_expires_at <= ?))")
@@ -779,9 +771,9 @@ class JobStore:
         """
         held, held_params = _held_by(owner)
         return await self._jobs(
-            f"SELECT * FROM jobs WHERE told_at IS NULL AND state IN ({_marks(_OWED_STATES)}) AND updated_at <= ? "
-            f"AND notice_attempts < ?{held} ORDER BY id LIMIT ?",
-            (*_OWED_STATES, older_than, max_notice_attempts, *held_params, limit),
+            f"SELECT * FROM jobs WHERE told_at IS NULL AND state IN ({_marks(OWED_A_MESSAGE_STATES)}) "
+            f"AND updated_at <= ? AND notice_attempts < ?{held} ORDER BY id LIMIT ?",
+            (*OWED_A_MESSAGE_STATES, older_than, max_notice_attempts, *held_params, limit),
         )
 
     async def erase_prompts(self, *, finished_before: float | None = None, guild_id: int | None = None) -> int:
@@ -793,9 +785,8 @@ class JobStore:
         params: list[Any] = [S.RECEIVED]
         if finished_before is not None:
             # Undeliverable is not final (/status may still hand the file over), but it is finished with.
-            finished = (*FINAL_STATES, S.UNDELIVERABLE)
-            where.append(f"updated_at < ? AND state IN ({_marks(finished)})")
-            params += [finished_before, *finished]
+            where.append(f"updated_at < ? AND state IN ({_marks(DONE_WITH_STATES)})")
+            params += [finished_before, *DONE_WITH_STATES]
         if guild_id is not None:
             where.append("guild_id = ?")
             params.append(guild_id)
@@ -914,10 +905,10 @@ class JobStore:
             return []
         held, held_params = _held_by(owner)
         return await self._jobs(
-            f"""SELECT * FROM jobs WHERE state IN (?, ?) AND reply_message_id IS NOT NULL
+            f"""SELECT * FROM jobs WHERE state IN ({_marks(POLLED_STATES)}) AND reply_message_id IS NOT NULL
                    AND interaction_expires_at > ? AND COALESCE(progress_at, accepted_at, created_at) <= ?{held}
                ORDER BY COALESCE(progress_at, 0), id LIMIT ?""",
-            (S.PENDING, S.IN_PROGRESS, now, older_than, *held_params, limit),
+            (*POLLED_STATES, now, older_than, *held_params, limit),
         )
 
     @property
@@ -1069,13 +1060,9 @@ class JobStore:
         outcome is unknown by its request time (it has no acceptance time). Requests never charged
         (rejected, interrupted, not sent yet) are left out.
         """
-        unknown = _marks(OUTCOME_UNKNOWN_STATES)
-        where = [
-            "guild_id = ?",
-            f"""((charged_yen > 0 AND accepted_at >= ? AND accepted_at < ?)
-                OR (state IN ({unknown}) AND charged_yen = 0 AND created_at >= ? AND created_at < ?))""",
-        ]
-        params: list[Any] = [guild_id, start, end, *OUTCOME_UNKNOWN_STATES, start, end]
+        counted_at, counted_params = _COUNTED_AT
+        where = ["guild_id = ?", f"{counted_at} >= ?", f"{counted_at} < ?"]
+        params: list[Any] = [guild_id, *counted_params, start, *counted_params, end]
         if user_id is not None:
             where.append("user_id = ?")
             params.append(user_id)
@@ -1116,10 +1103,6 @@ class JobStore:
         return [_job(row) for row in await self._db.fetch_all(sql, params)]
 
 
-#: Moves a power cut may lose without harm, so their commits need not wait for the disk: the worker redoes
-#: them (the job is polled again, its video downloaded again, for nothing). Every other write waits: a
-#: request acknowledged, a create about to go, a charge, a post, a final message.
-REDONE_IF_LOST = frozenset({S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED})
 #: The columns such a move may set and still be redone: a move that also resets a retry count waits for the disk
 #: (lost, the count would stay, and one more failed download after a power cut could end the job failed).
 REDONE_COLUMNS = frozenset({"next_poll_at", "finished_at", "file_path"})
@@ -1147,8 +1130,9 @@ def _guardrails(new: NewJob, admission: Admission, now: float) -> list[_Guardrai
     member = (new.user_id, new.guild_id)
     if admission.cooldown_seconds > 0:
         cooldown = admission.cooldown_seconds
-        last = "(SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND guild_id IS ? AND state NOT IN (?, ?, ?))"
-        last_params = (*member, S.REJECTED, S.INTERRUPTED, S.CANCELLED)
+        last = ("(SELECT MAX(created_at) FROM jobs WHERE user_id = ? AND guild_id IS ? "
+                f"AND state NOT IN ({_marks(NOTHING_SPENT_STATES)}))")
+        last_params = (*member, *NOTHING_SPENT_STATES)
         guardrails.append(_Guardrail(
             f"COALESCE({last} <= ?, 1 = 1)", (*last_params, now - cooldown), last, last_params,
             lambda at: AdmissionRefused("cooldown", float(at) + cooldown),
@@ -1186,7 +1170,7 @@ def _spent(new: NewJob, cap: SpendCap, price_yen: int) -> tuple[str, tuple[Any, 
     Requests not yet answered, and outcomes unknown, count at their price: they may be charged (or may have
     been). Failed jobs count: they were charged, unless support credited them.
     """
-    maybe = _marks((*UNSENT_OR_SENDING, S.UNKNOWN))
+    maybe = _marks(MAYBE_CHARGED_STATES)
     unsent = _marks(UNSENT_OR_SENDING)
     member = "AND user_id = ?" if cap.member_only else ""
     return (
@@ -1199,7 +1183,7 @@ def _spent(new: NewJob, cap: SpendCap, price_yen: int) -> tuple[str, tuple[Any, 
                  OR (state = ? AND created_at >= ? AND created_at < ?)
                  OR (charged_yen > 0 AND credited_at IS NULL AND accepted_at >= ? AND accepted_at < ?)))""",
         (
-            *UNSENT_OR_SENDING, S.UNKNOWN, price_yen, new.guild_id,
+            *MAYBE_CHARGED_STATES, price_yen, new.guild_id,
             *((new.user_id,) if cap.member_only else ()),
             *UNSENT_OR_SENDING, S.UNKNOWN, cap.start, cap.end, cap.start, cap.end,
         ),
@@ -1210,13 +1194,33 @@ def _marks(values: Sequence[object]) -> str:
     return ", ".join("?" for _ in values)
 
 
-#: Jobs a process still works on: their leases are claimed when they expire.
-_WORKING_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
-#: States whose requester is owed one final message (a delivered video is its own): held until told.
-_OWED_STATES = (*sorted(FINAL_STATES - {S.DELIVERED}), S.UNDELIVERABLE)
 #: The largest row id either database stores (a signed 64-bit integer), and its number of digits.
 MAX_ROW_ID = 2**63 - 1
 MAX_ID_DIGITS = len(str(MAX_ROW_ID))
+
+
+def _counted_at() -> tuple[str, tuple[JobState, ...]]:
+    """When a job counts in a usage report, as SQL, NULL when it does not count (and its parameters):
+    bot/core/spending.py's rules and times, rendered."""
+    cases: list[str] = []
+    params: list[JobState] = []
+    for rule in OUTCOME_RULES:
+        conditions: list[str] = []
+        if rule.states is not None:
+            conditions.append(f"state IN ({_marks(rule.states)})")
+            params += rule.states
+        if rule.charged is not None:
+            conditions.append("charged_yen > 0" if rule.charged else "charged_yen <= 0")
+        at = "NULL" if rule.outcome is None else COUNTED_AT[rule.outcome]
+        cases.append(f"WHEN {' AND '.join(conditions) or '1 = 1'} THEN {at}")
+    return f"(CASE {' '.join(cases)} END)", tuple(params)
+
+
+#: A usage report's rows are the jobs this falls in its window for (tests/store/test_jobs_usage.py checks it
+#: against bot/core/spending.py's Python reading of the same rules).
+_COUNTED_AT = _counted_at()
+
+
 #: Why a request that never left ends interrupted (at a restart, or by the task stopped before it sent it).
 STOPPED_BEFORE_SENDING = "the bot stopped before the request was sent"
 #: The note on a request given up as unknown whose 202 came late (`mark_accepted`): its requester is told it came.

@@ -19,10 +19,10 @@ from aiohttp import web
 
 from bot.__main__ import check_database, check_discord, check_video_service, check_videos
 from bot.config.settings import Settings, read_settings
-from bot.jobs.intake import PAUSE_KEY
 from bot.simulator import VideoServiceSimulator
 from bot.store.instance_lock import single_process
 from bot.store.jobs import SCHEMA_VERSION, JobStore
+from bot.store.meta import HOST_PAUSE
 from tests.conftest import SIM_KEY
 from tests.discord_double import DiscordDouble, subprocess_env
 
@@ -409,10 +409,10 @@ async def test_pause_and_resume_are_kept_in_the_database_for_the_running_bot(tmp
     assert code == 0 and "paused in every server" in out
     store = await JobStore.open(tmp_path / "bot.sqlite3")
     try:
-        assert await store.get_meta(PAUSE_KEY) is not None
+        assert await store.get_meta(HOST_PAUSE) is not None
         code, out, _err = await run_bot(["resume"], env, tmp_path)
         assert code == 0 and "open again" in out
-        assert await store.get_meta(PAUSE_KEY) is None
+        assert await store.get_meta(HOST_PAUSE) is None
     finally:
         await store.close()
 
