@@ -883,7 +883,7 @@ async def test_a_stop_waits_a_bounded_time_for_a_record_that_hangs(
     make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory,
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr("bot.jobs.worker.LAST_WRITE_SECONDS", 0.3)
+    monkeypatch.setattr("bot.jobs.worker.delivery.LAST_WRITE_SECONDS", 0.3)
     sim = await make_simulator(job_seconds=0.2)
     client = client_for(sim, http)
     real = store.transition
