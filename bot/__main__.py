@@ -37,7 +37,7 @@ from bot.frontend.bot import VideoBot
 from bot.frontend.i18n import EN, yen
 from bot.ops.logs import setup_logging
 from bot.service.catalogue import Catalogue, CatalogueError
-from bot.service.client import mask_key
+from bot.service.transport import mask_key
 from bot.store import meta
 from bot.store.copy_to_postgres import MigrateRefused, migrate_database
 from bot.store.instance_lock import AlreadyRunning, single_process

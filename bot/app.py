@@ -33,9 +33,10 @@ from bot.jobs.progress import ProgressRefresher
 from bot.jobs.worker import JobWorker, WorkerConfig
 from bot.ops.metrics import Metrics, MetricsEndpoint, TimedDeliverer
 from bot.service.catalogue import Catalogue, load_catalogue
-from bot.service.client import ClientObserver, VideoServiceClient
+from bot.service.client import VideoServiceClient
 from bot.service.key_budget import KeyBudget
 from bot.service.pacing import Pacer, service_pacer
+from bot.service.transport import ClientObserver
 from bot.store.jobs import Job, JobStore
 from bot.store.leases import Lease, take_shards
 from bot.store.servers import ServerStore

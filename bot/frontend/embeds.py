@@ -12,8 +12,8 @@ from bot.core.lifecycle import POLLED_STATES, SLOW_AFTER_SECONDS, STALLED_AFTER_
 from bot.core.notices import InvalidCode, Notice, RefusalCode, SubmissionKind
 from bot.frontend.discord_text import CODE_CHARS, EXCERPT_CHARS, code, fit_content, fit_embed, inline_code, plain
 from bot.frontend.i18n import t, yen
+from bot.service.answers import KeyInfo
 from bot.service.catalogue import Catalogue
-from bot.service.client import KeyInfo
 from bot.store.jobs import AdmissionRefused, Job, JobState
 
 S = JobState

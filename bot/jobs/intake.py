@@ -31,8 +31,9 @@ from bot.core.log_context import job_fields
 from bot.core.notices import Notice, RefusalCode, SubmissionKind
 from bot.core.retry import RECORD_RETRY, RetryPolicy, retrying
 from bot.core.tasks import LAST_WRITE_SECONDS, BackgroundTasks, finish_despite_cancels
+from bot.service.answers import KeyInfo
 from bot.service.catalogue import Catalogue, choose_model
-from bot.service.client import KeyInfo, VideoServiceClient
+from bot.service.client import VideoServiceClient
 from bot.service.key_budget import KeyBudget
 from bot.service.pacing import Turn
 from bot.service.validation import check_seed, clean_prompt

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from bot.core.log_context import CONTEXT_FIELDS
-from bot.service.client import mask_key
+from bot.service.transport import mask_key
 
 LOG_FORMATS = ("text", "json")
 

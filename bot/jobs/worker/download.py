@@ -12,7 +12,7 @@ from bot.core.errors import (
 from bot.core.lifecycle import JobState
 from bot.core.log_context import job_fields
 from bot.jobs.worker.base import WorkerBase, log
-from bot.service.client import remove_abandoned_downloads
+from bot.service.download import remove_abandoned_downloads
 from bot.store.jobs import Job
 
 S = JobState
