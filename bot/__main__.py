@@ -38,10 +38,9 @@ from bot.frontend.i18n import EN, yen
 from bot.ops.logs import setup_logging
 from bot.service.catalogue import Catalogue, CatalogueError
 from bot.service.transport import mask_key
-from bot.store import meta
 from bot.store.copy_to_postgres import MigrateRefused, migrate_database
 from bot.store.instance_lock import AlreadyRunning, single_process
-from bot.store.jobs import SCHEMA_VERSION, DatabaseTooNew, StoreUnavailable
+from bot.store.jobs import SCHEMA_VERSION, DatabaseTooNew, StoreUnavailable, meta
 from bot.store.leases import ShardsTaken
 
 log = logging.getLogger("bot")

@@ -1,7 +1,7 @@
 """What counts as spent: how a job counts in the ledger and the usage reports, written once, as data.
 
 The usage report reads the rules in Python (`outcome_of`, bot/community/usage.py); the store renders the same
-rules as SQL to pick a report's rows (bot/store/jobs.py, `usage_jobs`). tests/store/test_jobs_usage.py runs
+rules as SQL to pick a report's rows (bot/store/jobs/ledger.py, `usage_jobs`). tests/store/test_jobs_usage.py runs
 both over every state, charged and not, and checks they agree.
 
 - **accepted**: charged, and the video was made or is still being made (pending … delivered, undeliverable);

@@ -34,8 +34,7 @@ from bot.ops.health import write_heartbeat
 from bot.ops.heap import FullCollections
 from bot.service.catalogue import Catalogue
 from bot.service.client import VideoServiceClient
-from bot.store import meta
-from bot.store.jobs import JobStore
+from bot.store.jobs import JobStore, meta
 from bot.store.leases import Lease
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The bot's chores beside the jobs: log channels, budget alerts, waiting receipts, forgetting old prompts,
 pruning old events and offers.
 
-Events are written to the database in the same transaction as what they report (bot/store/jobs.py,
+Events are written to the database in the same transaction as what they report (bot/store/jobs/,
 bot/store/servers.py), and posted from here in order per server, so a stop between the two loses no log line.
 Servers take turns: each round posts a bounded share of every waiting server's lines, all servers at once, so
 one server's burst (or its slow channel) never holds back another's lines and alerts.
@@ -23,8 +23,7 @@ from bot.jobs.port import ChannelRefused, DiscordUnavailable, LinePoster
 from bot.jobs.progress import ProgressRefresher
 from bot.service.client import VideoServiceClient
 from bot.service.key_budget import KeyBudget
-from bot.store import meta
-from bot.store.jobs import JobStore
+from bot.store.jobs import JobStore, meta
 from bot.store.servers import Event
 
 log = logging.getLogger(__name__)

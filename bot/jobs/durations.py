@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bot.store import meta
+from bot.store.jobs import meta
 
 log = logging.getLogger(__name__)
 

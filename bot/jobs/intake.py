@@ -37,7 +37,6 @@ from bot.service.client import VideoServiceClient
 from bot.service.key_budget import KeyBudget
 from bot.service.pacing import Turn
 from bot.service.validation import check_seed, clean_prompt
-from bot.store import meta
 from bot.store.jobs import (
     ACCEPTED_LATE,
     STOPPED_BEFORE_SENDING,
@@ -48,6 +47,7 @@ from bot.store.jobs import (
     JobStore,
     NewJob,
     StoreUnavailable,
+    meta,
 )
 from bot.store.leases import Lease
 

@@ -22,7 +22,7 @@ from bot.config.settings import Settings, read_settings
 from bot.simulator import VideoServiceSimulator
 from bot.store.instance_lock import single_process
 from bot.store.jobs import SCHEMA_VERSION, JobStore
-from bot.store.meta import HOST_PAUSE
+from bot.store.jobs.meta import HOST_PAUSE
 from tests.conftest import SIM_KEY
 from tests.discord_double import DiscordDouble, subprocess_env
 

@@ -19,7 +19,7 @@ from bot.service.catalogue import BUILT_IN, DEFAULT_MODEL
 from bot.service.client import VideoServiceClient
 from bot.simulator import VideoServiceSimulator
 from bot.store.jobs import AdmissionRefused, JobState, JobStore, NewJob
-from bot.store.meta import HOST_PAUSE
+from bot.store.jobs.meta import HOST_PAUSE
 from tests.conftest import Clock
 
 BASE_ENV = {"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k"}

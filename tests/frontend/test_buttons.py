@@ -25,7 +25,7 @@ from bot.frontend.buttons import (
 from bot.jobs.offers import Offers
 from bot.simulator import VideoServiceSimulator
 from bot.store.jobs import Job, JobState
-from bot.store.meta import HOST_PAUSE
+from bot.store.jobs.meta import HOST_PAUSE
 from tests.conftest import SIM_KEY
 from tests.frontend.cogs.helpers import (
     CHANNEL_ID,

@@ -34,7 +34,7 @@ from bot.frontend.cogs.video import VideoCog
 from bot.frontend.tree import VideoCommandTree, friendly_text, respond
 from bot.simulator import VideoServiceSimulator
 from bot.store.jobs import AdmissionRefused, IllegalTransition, JobState, StoreUnavailable
-from bot.store.meta import HOST_PAUSE
+from bot.store.jobs.meta import HOST_PAUSE
 from tests.conftest import SIM_KEY, fail_once
 from tests.frontend.cogs.helpers import (
     OTHER_GUILD_ID,

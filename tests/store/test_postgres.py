@@ -30,7 +30,7 @@ from bot.store.jobs import (
     StoreUnavailable,
     load_migrations,
 )
-from bot.store.meta import HOST_PAUSE
+from bot.store.jobs.meta import HOST_PAUSE
 from bot.store.postgres import PostgresDatabase, translate
 from bot.store.sqlite import SqliteDatabase
 from tests.store import postgres_server as harness

@@ -6,14 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.core.lifecycle import SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
-from bot.core.retry import (
-    DATABASE_RETRY,
-    DOWNLOAD_RETRY,
-    NOTICE_RETRY,
-    NOTICE_ROUNDS,
-    UPLOAD_RETRY,
-    RetryPolicy,
-)
+from bot.core.retry import DATABASE_RETRY, DOWNLOAD_RETRY, NOTICE_RETRY, NOTICE_ROUNDS, UPLOAD_RETRY, RetryPolicy
 from bot.store.leases import CLAIM_BATCH
 
 

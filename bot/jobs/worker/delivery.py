@@ -33,6 +33,8 @@ class PostUnrecorded(Exception):
 
 
 class Delivering(WorkerBase):
+    """A downloaded job's post."""
+
     async def _deliver(self, job: Job) -> Job:
         assert job.file_path is not None
         video = Path(job.file_path)

@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bot.core.errors import (
-    InsufficientStorage,
-)
+from bot.core.errors import InsufficientStorage
 from bot.core.lifecycle import JobState
 from bot.core.log_context import job_fields
 from bot.jobs.worker.base import WorkerBase, log
@@ -19,6 +17,8 @@ S = JobState
 
 
 class Downloading(WorkerBase):
+    """A finished job's download."""
+
     async def _wait_for_storage(self, job: Job, exc: InsufficientStorage) -> Job:
         """No room for the video: wait (it is safe at the service for now), say so, and stop in time."""
         waited = self._clock() - (job.finished_at or job.updated_at)

@@ -8,10 +8,7 @@ import contextlib
 import time
 from pathlib import Path
 
-from bot.core.errors import (
-    InsufficientStorage,
-    VideoServiceError,
-)
+from bot.core.errors import InsufficientStorage, VideoServiceError
 from bot.core.lifecycle import FINISHING_STATES, JobState
 from bot.core.log_context import job_fields
 from bot.jobs.port import DiscordUnavailable
@@ -33,6 +30,8 @@ def _reason(exc: BaseException) -> str:
 
 
 class Finishing(WorkerBase):
+    """A finished job's steps."""
+
     def _spawn_finish(self, job: Job) -> None:
         if job.id in self._finishing:
             return

@@ -13,6 +13,8 @@ from bot.store.jobs import Job, StoreUnavailable
 
 
 class LeaseKeeping(WorkerBase):
+    """This process's leases, kept."""
+
     def start_leases(self) -> None:
         """Renew this process's leases from now on (before the worker starts: requests are written, and sent,
         holding them as soon as commands run, which can be long before every shard is ready)."""

@@ -9,13 +9,7 @@ import heapq
 import math
 from collections.abc import Callable
 
-from bot.core.errors import (
-    ProtocolError,
-    RateLimited,
-    Rejected,
-    ServerError,
-    ServiceUnreachable,
-)
+from bot.core.errors import ProtocolError, RateLimited, Rejected, ServerError, ServiceUnreachable
 from bot.core.lifecycle import JobState
 from bot.core.log_context import job_fields
 from bot.jobs.schedule import Plan
@@ -26,6 +20,8 @@ S = JobState
 
 
 class Polling(WorkerBase):
+    """The polls of accepted jobs."""
+
     async def _cycle(self) -> None:
         # Cleared before the work, never in the sleep: a poll that ends meanwhile must wake the next sleep.
         self._wakeup.clear()

@@ -26,6 +26,8 @@ FINAL_NOTICE: dict[JobState, Notice] = {
 
 
 class Telling(WorkerBase):
+    """What the requester hears."""
+
     async def tell_untold(self, grace: float) -> int:
         """Send the final message of every request that is owed one (leased: of this process's jobs);
         returns how many were sent."""
