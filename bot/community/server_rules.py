@@ -244,12 +244,14 @@ def _stored(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Change:
+    """One setting changed by an admin: what it was and what it is now (the history and the log channel say so)."""
+
     key: SettingKey
     old: Any
     new: Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RequestRules:
     server: ServerSettings
     member: MemberRecord

@@ -9,22 +9,17 @@ here.
 
 from __future__ import annotations
 
-from typing import Final
-
 # A message and an embed, in characters (an embed's fields in number).
-MESSAGE_CONTENT: Final = 2000
-EMBED_TITLE: Final = 256
-EMBED_DESCRIPTION: Final = 4096
-FIELD_NAME: Final = 256
-FIELD_VALUE: Final = 1024
-FOOTER_TEXT: Final = 2048
-AUTHOR_NAME: Final = 256
-EMBED_TOTAL: Final = 6000
-EMBED_FIELDS: Final = 25
+MESSAGE_CONTENT = 2000
+EMBED_DESCRIPTION = 4096
+FIELD_VALUE = 1024
+FOOTER_TEXT = 2048
+EMBED_TOTAL = 6000
+EMBED_FIELDS = 25
+# An embed's title, a field's name and an author's name: as many characters each.
+EMBED_TITLE = FIELD_NAME = AUTHOR_NAME = 256
 
-# Slash commands: an option's choices (autocomplete's suggestions too), and the characters of a choice's name
-# and value and of a command's or an option's description.
-CHOICES: Final = 25
-CHOICE_NAME: Final = 100
-CHOICE_VALUE: Final = 100
-DESCRIPTION: Final = 100
+# Slash commands: an option's choices (autocomplete's suggestions too); a choice's name and value and a command's
+# or an option's description, as many characters each.
+CHOICES = 25
+CHOICE_NAME = CHOICE_VALUE = DESCRIPTION = 100

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import discord
@@ -22,6 +22,8 @@ from bot.service.catalogue import Catalogue
 from bot.store.jobs import Job
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 #: What Discord allows on most servers when an interaction did not tell us better.
 DEFAULT_UPLOAD_LIMIT = discord.utils.DEFAULT_FILE_SIZE_LIMIT_BYTES
@@ -50,6 +52,14 @@ def _refused_for_good(exc: Exception) -> bool:
 
 def _too_large(exc: discord.HTTPException) -> bool:
     return exc.status == 413 or exc.code == 40005
+
+
+class _BothRefused(Exception):
+    """The channel refused for good, and then the requester's DMs (`dm`, their refusal)."""
+
+    def __init__(self, dm: discord.HTTPException) -> None:
+        super().__init__(dm.text)
+        self.dm = dm
 
 
 @contextmanager
@@ -102,23 +112,30 @@ class DiscordDelivery:
         return copy, True
 
     async def _post(self, job: Job, upload: Path, compressed: bool) -> Delivery:
+        async def send(place: Messageable, via_dm: bool) -> Delivery:
+            message = await place.send(**self._video_message(job, upload, compressed, via_dm=via_dm))
+            return Delivery(channel_id=message.channel.id, message_id=message.id, compressed=compressed, via_dm=via_dm)
+
         try:
-            channel = await self._channel(job.channel_id)
-            message = await channel.send(**self._video_message(job, upload, compressed, via_dm=False))
-            return Delivery(channel_id=message.channel.id, message_id=message.id, compressed=compressed)
+            return await self._channel_then_dm(job, job.reference, send)
+        except _BothRefused as both:
+            raise Undeliverable(f"the channel and the requester's DMs both refused ({both.dm.text})") from both.dm
+
+    async def _channel_then_dm(self, job: Job, what: str, send: Callable[[Messageable, bool], Awaitable[_T]]) -> _T:
+        """`send(place, via_dm)` to the job's channel; when the channel refuses for good, to the requester's DMs.
+        DMs refused for good too raise _BothRefused."""
+        try:
+            return await send(await self._channel(job.channel_id), False)
         except (discord.HTTPException, Undeliverable) as exc:
             if not _refused_for_good(exc):
                 raise
-            log.warning("channel %d refused %s (%s); trying a DM", job.channel_id, job.reference, exc,
-                        extra=job_fields(job))
+            log.warning("channel %d refused %s (%s); trying a DM", job.channel_id, what, exc, extra=job_fields(job))
         try:
-            dm = await self._client.create_dm(discord.Object(id=job.user_id))
-            message = await dm.send(**self._video_message(job, upload, compressed, via_dm=True))
+            return await send(await self._client.create_dm(discord.Object(id=job.user_id)), True)
         except discord.HTTPException as exc:
             if not _final_refusal(exc):
                 raise
-            raise Undeliverable(f"the channel and the requester's DMs both refused ({exc.text})") from exc
-        return Delivery(channel_id=message.channel.id, message_id=message.id, compressed=compressed, via_dm=True)
+            raise _BothRefused(exc) from exc
 
     def _video_message(self, job: Job, upload: Path, compressed: bool, *, via_dm: bool) -> dict[str, Any]:
         return {
@@ -146,23 +163,14 @@ class DiscordDelivery:
             return
         # Even for `undeliverable`: a channel that refused the file (too large, no attach permission)
         # may still take text, and the message says "could not be posted here".
+        async def send(place: Messageable, via_dm: bool) -> None:
+            await place.send(text, allowed_mentions=mentions)
+
         try:
-            channel = await self._channel(job.channel_id)
-            await channel.send(text, allowed_mentions=mentions)
+            await self._channel_then_dm(job, f"news about {job.reference}", send)
             return
-        except (discord.HTTPException, Undeliverable) as exc:
-            if not _refused_for_good(exc):
-                raise
-            log.warning("channel %d refused news about %s (%s); trying a DM", job.channel_id, job.reference, exc,
-                        extra=job_fields(job))
-        try:
-            dm = await self._client.create_dm(discord.Object(id=job.user_id))
-            await dm.send(text, allowed_mentions=mentions)
-            return
-        except discord.HTTPException as exc:
-            if not _final_refusal(exc):
-                raise
-            refused = exc
+        except _BothRefused as both:
+            refused = both.dm
         if not via_interaction and await self._tell_in_interaction(job, text, mentions):
             return
         # 50007: the requester does not take DMs from the bot. Expected; the caller logs one line.

@@ -22,6 +22,12 @@ def _marks(values: Sequence[object]) -> str:
     return ", ".join("?" for _ in values)
 
 
+def _given(*conditions: tuple[str, object | None]) -> tuple[list[str], list[Any]]:
+    """The conditions whose value is given (None: not narrowed by it), and their parameters, in order."""
+    given = [(sql, value) for sql, value in conditions if value is not None]
+    return [sql for sql, _ in given], [value for _, value in given]
+
+
 def _held_by(owner: str | None) -> tuple[str, tuple[str, ...]]:
     """The condition (and its parameter) that limits a statement to jobs `owner` holds; none without one."""
     return ("", ()) if owner is None else (" AND lease_owner = ?", (owner,))

@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.core.lifecycle import CREDITABLE_STATES, JobState
 from bot.core.spending import COUNTED_AT, OUTCOME_RULES
-from bot.store.jobs.base import StoreBase, _marks
+from bot.store.jobs.base import StoreBase, _given, _marks
 from bot.store.jobs.records import CreditRefused, Job
 
 
@@ -39,20 +39,9 @@ class Ledger(StoreBase):
     async def ledger(self, *, guild_id: int | None = None, user_id: int | None = None,
                      since: float | None = None) -> tuple[int, int]:
         """(accepted videos, yen charged) from the bot's own records, optionally narrowed."""
-        where = ["charged_yen > 0"]
-        params: list[Any] = []
-        if guild_id is not None:
-            where.append("guild_id = ?")
-            params.append(guild_id)
-        if user_id is not None:
-            where.append("user_id = ?")
-            params.append(user_id)
-        if since is not None:
-            where.append("accepted_at >= ?")
-            params.append(since)
-        row = await self._one(
-            f"SELECT COUNT(*), COALESCE(SUM(charged_yen), 0) FROM jobs WHERE {' AND '.join(where)}", params
-        )
+        narrowed, params = _given(("guild_id = ?", guild_id), ("user_id = ?", user_id), ("accepted_at >= ?", since))
+        where = " AND ".join(["charged_yen > 0", *narrowed])
+        row = await self._one(f"SELECT COUNT(*), COALESCE(SUM(charged_yen), 0) FROM jobs WHERE {where}", params)
         return (int(row[0]), int(row[1])) if row else (0, 0)
 
     async def usage_jobs(self, guild_id: int, start: float, end: float, *, user_id: int | None = None) -> list[Job]:

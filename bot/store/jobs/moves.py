@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 from bot.core.lifecycle import DONE_WITH_STATES, REDONE_IF_LOST, JobState, sources_of
 from bot.store.jobs.admission import ADMISSION_TRIES, _guardrails
-from bot.store.jobs.base import StoreBase, _held_by, _marks, _released_when_told
+from bot.store.jobs.base import StoreBase, _given, _held_by, _marks, _released_when_told
 from bot.store.jobs.records import (
     Admission,
     IllegalTransition,
@@ -277,14 +277,9 @@ class Moves(StoreBase):
             where.append("guild_id = ?")
             params.append(guild_id)
         # An offer's copy of a prompt goes with it: only an offer still open keeps its prompt.
-        offer_where = ["prompt != ''", "(used_at IS NOT NULL OR expires_at <= ?)"]
-        offer_params: list[Any] = [self._clock()]
-        if finished_before is not None:
-            offer_where.append("created_at < ?")
-            offer_params.append(finished_before)
-        if guild_id is not None:
-            offer_where.append("guild_id = ?")
-            offer_params.append(guild_id)
+        narrowed, narrowed_params = _given(("created_at < ?", finished_before), ("guild_id = ?", guild_id))
+        offer_where = ["prompt != ''", "(used_at IS NOT NULL OR expires_at <= ?)", *narrowed]
+        offer_params: list[Any] = [self._clock(), *narrowed_params]
         # Read first: a chore with nothing to erase must not take the write lock, which /video's row waits for.
         jobs_where, offers_where = " AND ".join(where), " AND ".join(offer_where)
         nothing_in_jobs = await self._one(f"SELECT 1 FROM jobs WHERE {jobs_where} LIMIT 1", params) is None

@@ -139,14 +139,15 @@ def _job(row: Row) -> Job:
 
 @dataclass(frozen=True, slots=True)
 class NewJob:
-    """A request about to be written down; `VideoRequests.record` sets the model and checks the input."""
+    """A request about to be written down: who asks, where, and for what (`VideoRequests.record` sets the model
+    and checks the input). Built by keyword."""
 
-    model: str
-    prompt: str
-    seed: int | None
     user_id: int
     guild_id: int | None
     channel_id: int
+    model: str
+    prompt: str
+    seed: int | None
     locale: str = "en-US"
     upload_limit_bytes: int | None = None
     interaction_token: str | None = None
