@@ -96,7 +96,7 @@ class Tally:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MemberUsage:
     user_id: int
     tally: Tally
