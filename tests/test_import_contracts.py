@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,4 +34,4 @@ def test_a_discord_import_in_the_job_code_breaks_the_contracts(tmp_path: Path, m
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"{module} -> discord" in result.stdout
     assert "discord only on Discord's side" in result.stdout
-    assert "Contracts: 6 kept, 1 broken." in result.stdout
+    assert re.search(r"Contracts: \d+ kept, 1 broken\.", result.stdout), result.stdout  # that one alone
