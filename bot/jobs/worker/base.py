@@ -51,9 +51,9 @@ class WorkerBase(abc.ABC):
         self._client = client
         self._deliverer = deliverer
         self._config = config
+        self._wakeup = asyncio.Event()  # set by a job accepted, a poll answered, a slot freed: the loop looks again
         self._clock = clock
         self._on_cycle = on_cycle
-        self._wakeup = asyncio.Event()
         self.durations = durations if durations is not None else DurationModel.for_interval(config.poll_interval)
         self._schedule = PollSchedule(self.durations, config.poll_interval)
         self._pacer = pacer
