@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from bot.core.errors import VideoServiceError
-from bot.jobs.worker import Deliverer
+from bot.jobs.port import Deliverer
 from bot.service.client import VideoServiceClient
 from bot.store.jobs import Job, JobState, JobStore
 

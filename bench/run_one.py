@@ -40,6 +40,7 @@ from bench.timescale import HTTP_TIMEOUT_S, POLL_INTERVAL_S, TimeScale, bot_burs
 from bot.app import build_client, open_services, worker_config
 from bot.config.settings import Settings, read_settings
 from bot.core.errors import BotError, SubmissionFailed
+from bot.core.lifecycle import IN_FLIGHT_STATES
 from bot.core.retry import CREATE_RETRY, READ_RETRY
 from bot.jobs.intake import VideoRequests
 from bot.jobs.worker import WorkerConfig
@@ -47,7 +48,7 @@ from bot.ops.heap import CollectionPolicy, FullCollections, freeze_start_up
 from bot.service.catalogue import DEFAULT_MODEL
 from bot.service.client import VideoServiceClient
 from bot.service.pacing import Pacer, service_pacer
-from bot.store.jobs import IN_FLIGHT_STATES, JobState, JobStore, NewJob
+from bot.store.jobs import JobState, JobStore, NewJob
 from bot.store.sqlite import StoreUnavailable
 
 # The bot's process holds discord.py and every bot module; load them so memory starts where the bot's does.

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from bot.core.notices import Notice
-from bot.jobs.worker import Delivery
+from bot.jobs.port import Delivery
 from bot.store.jobs import Job
 
 #: Announcements after which a job needs nothing more.

@@ -24,17 +24,19 @@ from bot.config.settings import Settings
 from bot.frontend.bot import VideoBot
 from bot.frontend.delivery import DiscordDelivery
 from bot.frontend.settings_embeds import event_line
-from bot.jobs.chores import Chores, GuildLocale, Housekeeping, LinePoster
+from bot.jobs.chores import Chores, GuildLocale, Housekeeping
 from bot.jobs.durations import DurationModel
 from bot.jobs.intake import STOP_GRACE_SECONDS, VideoRequests
 from bot.jobs.offers import Offers
+from bot.jobs.port import Deliverer, LinePoster
 from bot.jobs.progress import ProgressRefresher
-from bot.jobs.worker import Deliverer, JobWorker, WorkerConfig
+from bot.jobs.worker import JobWorker, WorkerConfig
 from bot.ops.metrics import Metrics, MetricsEndpoint, TimedDeliverer
 from bot.service.catalogue import Catalogue, load_catalogue
-from bot.service.client import ClientObserver, VideoServiceClient
+from bot.service.client import VideoServiceClient
 from bot.service.key_budget import KeyBudget
 from bot.service.pacing import Pacer, service_pacer
+from bot.service.transport import ClientObserver
 from bot.store.jobs import Job, JobStore
 from bot.store.leases import Lease, take_shards
 from bot.store.servers import ServerStore

@@ -22,7 +22,7 @@ from bot.core.errors import ProtocolError, RateLimited, Rejected, ServerError, V
 from bot.core.retry import NO_RETRY
 from bot.frontend.i18n import EN, yen
 from bot.service.catalogue import Catalogue, CatalogueError
-from bot.service.client import mask_key
+from bot.service.transport import mask_key
 from bot.store.jobs import SCHEMA_VERSION, DatabaseTooNew, StoreUnavailable
 
 #: Below this, `check` fails the video directory: a video is a few MB, the database grows too.

@@ -6,7 +6,7 @@ import time
 
 from bot.app import open_store
 from bot.config.settings import Settings
-from bot.jobs.intake import PAUSE_KEY
+from bot.store.jobs.meta import HOST_PAUSE
 
 
 async def pause(settings: Settings, *, on: bool) -> int:
@@ -14,9 +14,9 @@ async def pause(settings: Settings, *, on: bool) -> int:
     store = await open_store(settings)
     try:
         if on:
-            await store.set_meta(PAUSE_KEY, str(time.time()))
+            await store.set_meta(HOST_PAUSE, str(time.time()))
         else:
-            await store.delete_meta(PAUSE_KEY)
+            await store.delete_meta(HOST_PAUSE)
     finally:
         await store.close()
     print("/video is paused in every server" if on else "/video is open again")

@@ -90,14 +90,18 @@ def defaults_from(settings: Settings) -> ServerSettings:
     """The environment's values: what a server that set nothing gets, and for CEILING_KEYS the most any server
     may set (a server makes them stricter only)."""
     return ServerSettings(
+        # Money;
         guild_daily_cap_yen=settings.guild_daily_budget_yen,
         guild_monthly_cap_yen=settings.guild_monthly_budget_yen,
         member_daily_cap_yen=settings.member_daily_budget_yen,
         member_monthly_cap_yen=settings.member_monthly_budget_yen,
+        # who may ask, and where;
+        allowed_role_ids=frozenset({settings.required_role_id}) if settings.required_role_id else frozenset(),
+        allowed_channel_ids=settings.allowed_channel_ids,
+        # a member's pace;
         cooldown_seconds=round(settings.video_cooldown_seconds),
         max_active_jobs=settings.max_active_jobs_per_user,
-        allowed_channel_ids=settings.allowed_channel_ids,
-        allowed_role_ids=frozenset({settings.required_role_id}) if settings.required_role_id else frozenset(),
+        # the calendar of the caps' days and months (and of /usage).
         timezone=settings.budget_timezone,
     )
 
@@ -244,12 +248,14 @@ def _stored(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Change:
+    """One setting changed by an admin: what it was and what it is now (the history and the log channel say so)."""
+
     key: SettingKey
     old: Any
     new: Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RequestRules:
     server: ServerSettings
     member: MemberRecord

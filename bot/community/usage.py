@@ -1,15 +1,9 @@
 """Usage reports: who spent what in a server over a calendar period, from the bot's own ledger.
 
-Pure: jobs in, figures and CSV bytes out. How each job counts:
-
-- **accepted**: charged, and the video was made or is still being made (pending … delivered, undeliverable);
-- **failed**: charged, and no video came of it (`failed`, or `stalled` after the longest wait): what a
-  support claim for credit is about; once support refunded one, an admin marks it credited;
-- **unknown outcome**: `unknown`, or `submitting` (a create on its way, or a charge still being recorded):
-  it may have been charged, but the ledger does not hold a charge for it.
-
-`spent` is every charge (accepted and failed, credited ones too), so it equals `JobStore.ledger` for the
-same rows; `credited` is the part support refunded, shown beside it, never subtracted from it.
+Pure: jobs in, figures and CSV bytes out. How each job counts (accepted, failed, unknown outcome, or not at
+all) is bot/core/spending.py's rule. `spent` is every charge (accepted and failed, credited ones too), so it
+equals `JobStore.ledger` for the same rows; `credited` is the part support refunded, shown beside it, never
+subtracted from it.
 """
 
 from __future__ import annotations
@@ -22,13 +16,12 @@ from datetime import datetime, tzinfo
 from typing import Final, Literal, get_args
 
 from bot.community.windows import day_bounds, month_bounds
-from bot.store.jobs import CREDITABLE_STATES, OUTCOME_UNKNOWN_STATES, Job
+from bot.core.spending import Outcome, outcome_of
+from bot.store.jobs import Job
 
 Period = Literal["today", "this_month", "last_month"]
 PERIODS: Final[tuple[Period, ...]] = get_args(Period)
 DEFAULT_PERIOD: Final[Period] = "this_month"
-
-Outcome = Literal["accepted", "failed", "unknown"]
 
 #: A spreadsheet runs a cell starting with one of these as a formula (OWASP, "CSV injection"). The
 #: full-width = + - @ (U+FF1D, U+FF0B, U+FF0D, U+FF20) are what Japanese input gives; quoting them costs nothing.
@@ -67,11 +60,7 @@ def period_window(period: Period, now: float, zone: tzinfo) -> tuple[float, floa
 
 def outcome(job: Job) -> Outcome | None:
     """How `job` counts in a report; None for a request that was never charged (rejected, interrupted…)."""
-    if job.state in OUTCOME_UNKNOWN_STATES and job.charged_yen == 0:
-        return "unknown"
-    if job.charged_yen <= 0:
-        return None
-    return "failed" if job.state in CREDITABLE_STATES else "accepted"
+    return outcome_of(job.state, job.charged_yen)
 
 
 @dataclass(frozen=True)
@@ -107,7 +96,7 @@ class Tally:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MemberUsage:
     user_id: int
     tally: Tally

@@ -61,17 +61,42 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     S.CANCELLED: frozenset(),
 }
 
-#: States the worker polls at the service.
+# -- groups of states: every one the code names is here ------------------------------------------------
+
+#: States the worker polls at the service: accepted, not finished there yet (a receipt shows a ready time).
 POLLED_STATES = (S.PENDING, S.IN_PROGRESS)
-#: States that hold a slot of the per-user limit: the request is not finished yet.
-IN_FLIGHT_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING, S.IN_PROGRESS, S.COMPLETED, S.DOWNLOADED)
+#: Finished at the service, not posted yet: the worker downloads, then posts them.
+FINISHING_STATES = (S.COMPLETED, S.DOWNLOADED)
+#: Not finished yet: each holds a slot of the per-user limit, and a process works on it (its lease is claimed
+#: when it expires).
+IN_FLIGHT_STATES = (S.RECEIVED, S.SUBMITTING, *POLLED_STATES, *FINISHING_STATES)
 #: Waiting for its video: not sent yet, on its way, or queued at the service (a place in line, bot/frontend/buttons.py).
 WAITING_STATES = (S.RECEIVED, S.SUBMITTING, S.PENDING)
 #: Not yet sent to the service: may still be charged at full price any moment.
 UNSENT_OR_SENDING = (S.RECEIVED, S.SUBMITTING)
+#: May be charged, or may have been, with no charge in the ledger: counted at their price against a cap.
+MAYBE_CHARGED_STATES = (*UNSENT_OR_SENDING, S.UNKNOWN)
+#: Whether the service accepted (and charged) the request cannot be told from the bot's records: no answer
+#: came, or the bot stopped while sending. `submitting` is also a create on its way, or a charge whose
+#: recording is being retried; either way its charge is not in the ledger yet.
+OUTCOME_UNKNOWN_STATES = (S.SUBMITTING, S.UNKNOWN)
+#: Charged, and no video came of it: what support may credit. `stalled` was given up after the bot's
+#: longest wait, so its requester got nothing either.
+CREDITABLE_STATES = (S.FAILED, S.STALLED)
+#: Ended with nothing spent: refused, never sent, or cancelled (a member's cooldown does not count from them).
+NOTHING_SPENT_STATES = (S.REJECTED, S.INTERRUPTED, S.CANCELLED)
 #: Final states whose requester is owed a message (a delivered video is its own message). `unknown` is final
 #: for its requester (told, nothing more is sent for it), though a late 202 may still bring it back.
 FINAL_STATES = frozenset(state for state, targets in TRANSITIONS.items() if not targets) | {S.UNKNOWN}
+#: Done with: the final states, and `undeliverable` (not final, /status may still hand the file over, but
+#: finished with: its prompt may be erased).
+DONE_WITH_STATES = (*sorted(FINAL_STATES), S.UNDELIVERABLE)
+#: States whose requester is owed one final message (a delivered video is its own): held until told.
+OWED_A_MESSAGE_STATES = (*sorted(FINAL_STATES - {S.DELIVERED}), S.UNDELIVERABLE)
+#: Moves a power cut may lose without harm, so their commits need not wait for the disk: the worker redoes
+#: them (the job is polled again, its video downloaded again, for nothing). Every other write waits: a
+#: request acknowledged, a create about to go, a charge, a post, a final message.
+REDONE_IF_LOST = frozenset({S.IN_PROGRESS, *FINISHING_STATES})
 
 
 def sources_of(target: JobState) -> tuple[JobState, ...]:

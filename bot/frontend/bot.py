@@ -28,12 +28,13 @@ from bot.frontend.tree import VideoCommandTree
 from bot.jobs.chores import Housekeeping
 from bot.jobs.intake import VideoRequests
 from bot.jobs.offers import Offers
+from bot.jobs.port import ChannelRefused, DiscordUnavailable
 from bot.jobs.worker import JobWorker
 from bot.ops.health import write_heartbeat
 from bot.ops.heap import FullCollections
 from bot.service.catalogue import Catalogue
 from bot.service.client import VideoServiceClient
-from bot.store.jobs import JobStore
+from bot.store.jobs import JobStore, meta
 from bot.store.leases import Lease
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,15 @@ class BotServices(Protocol):
 ServicesFactory = Callable[["VideoBot"], Awaitable[BotServices]]
 
 
+def quiet_voice_warnings() -> None:
+    """The bot never joins a voice channel: drop discord.py's warnings that PyNaCl and davey are missing.
+
+    discord.py logs each once, when the first client is created, unless these class flags are off.
+    """
+    discord.VoiceClient.warn_nacl = False
+    discord.VoiceClient.warn_dave = False
+
+
 class VideoBot(commands.AutoShardedBot):
     # Opened in setup_hook, before any command can run.
     services: BotServices
@@ -80,6 +90,7 @@ class VideoBot(commands.AutoShardedBot):
         self.shard_plan = settings.shards
         # discord.py's stubs ask for a list, but None (every shard of the count) is its documented default.
         shard_ids: Any = list(self.shard_plan.ids) if self.shard_plan.ids is not None else None
+        quiet_voice_warnings()
         super().__init__(
             shard_count=self.shard_plan.count,
             shard_ids=shard_ids,
@@ -202,8 +213,17 @@ class VideoBot(commands.AutoShardedBot):
         return True
 
     async def post_line(self, channel_id: int, text: str) -> None:
-        """One line in a server's log channel, pinging nobody (the text holds mentions only to name people)."""
-        await self.get_partial_messageable(channel_id).send(text, allowed_mentions=discord.AllowedMentions.none())
+        """One line in a server's log channel, pinging nobody (the text holds mentions only to name people).
+
+        The chores' port (bot/jobs/port.py): a channel gone or closed to the bot raises ChannelRefused, another
+        error of Discord's API DiscordUnavailable.
+        """
+        try:
+            await self.get_partial_messageable(channel_id).send(text, allowed_mentions=discord.AllowedMentions.none())
+        except (discord.Forbidden, discord.NotFound) as exc:
+            raise ChannelRefused(str(exc)) from exc
+        except discord.HTTPException as exc:
+            raise DiscordUnavailable(str(exc) or type(exc).__name__) from exc
 
     def guild_locale(self, guild_id: int) -> str | None:
         guild = self.get_guild(guild_id)
@@ -217,7 +237,7 @@ class VideoBot(commands.AutoShardedBot):
         if guild is not None:
             self.tree.copy_global_to(guild=guild)
         digest = await self.command_digest(guild)
-        key = f"command_sync:{self.application_id}:{guild.id if guild else 'global'}"
+        key = meta.command_sync(self.application_id, guild.id if guild else None)
         if not force and await self.store.get_meta(key) == digest:
             log.info("slash commands unchanged since the last sync; not syncing")
             return False

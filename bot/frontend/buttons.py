@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol, Self, TypeVar, cast
 import discord
 
 from bot.community import trust
-from bot.core.lifecycle import JobState
+from bot.core.lifecycle import NOTHING_SPENT_STATES
 from bot.core.log_context import job_fields
 from bot.frontend import embeds, gate
 from bot.frontend.discord_text import fit_content, plain
@@ -33,7 +33,7 @@ from bot.frontend.i18n import t, yen
 from bot.frontend.tree import answer_error, respond
 from bot.jobs.intake import RequestCancelled, VideoRequests, interaction_expiry
 from bot.jobs.offers import Offers, new_seed, request_of
-from bot.service.catalogue import Catalogue, choose_model
+from bot.service.catalogue import MAX_SHOWN_NAME_CHARS, Catalogue, choose_model
 from bot.store.jobs import IllegalTransition, Job, JobNotFound, NewJob, Offer, OfferOutcome, StoreUnavailable
 
 #: A click can come a moment after its message was shown but before the message's id is recorded (a video's
@@ -264,7 +264,8 @@ async def offer_confirmation(interaction: Interaction, request: NewJob, role_ids
     offer = await host.offers.confirm(replace(request, model=model.id))
     locale = interaction.locale.value
     await show_offer(interaction, offer, t(
-        locale, "confirm.offer", model=plain(model.name, 100), price=yen(host.catalogue.price_of(model.id), locale),
+        locale, "confirm.offer", model=plain(model.name, MAX_SHOWN_NAME_CHARS),
+        price=yen(host.catalogue.price_of(model.id), locale),
         prompt=plain(request.prompt, embeds.PROMPT_EXCERPT_CHARS), when=embeds.relative(offer.expires_at)))
 
 
@@ -320,7 +321,8 @@ class RerollButton(_RowButton, id_format="video:reroll:{id}"):
         offer = await host.offers.reroll(job.id, user_id=interaction.user.id, guild_id=job.guild_id,
                                          channel_id=job.channel_id, locale=locale, model=job.model)
         await show_offer(interaction, offer, t(
-            locale, "reroll.offer", ref=job.reference, model=plain(host.catalogue.get(job.model).name, 100),
+            locale, "reroll.offer", ref=job.reference,
+            model=plain(host.catalogue.get(job.model).name, MAX_SHOWN_NAME_CHARS),
             price=yen(price, locale), when=embeds.relative(offer.expires_at)))
 
 
@@ -456,7 +458,7 @@ class CancelJobButton(_RowButton, id_format="video:job:{id}:cancel"):
             job = await _host(interaction).requests.cancel(job.id)
         except IllegalTransition:
             job = await _host(interaction).requests.get(job.id)
-            if job.state == JobState.CANCELLED or job.state in (JobState.REJECTED, JobState.INTERRUPTED):
+            if job.state in NOTHING_SPENT_STATES:
                 await _private(interaction, "cancel.ended", ref=job.reference, state=embeds.state_name(job, locale))
             else:
                 # On its way or accepted: the service has no cancel.

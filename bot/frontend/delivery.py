@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import aiohttp
 import discord
 from discord.abc import Messageable
 
@@ -14,11 +17,13 @@ from bot.core.log_context import job_fields
 from bot.core.notices import Notice
 from bot.frontend import embeds, transcode
 from bot.frontend.buttons import video_buttons
-from bot.jobs.worker import Delivery, Undeliverable
+from bot.jobs.port import Delivery, DiscordUnavailable, Undeliverable
 from bot.service.catalogue import Catalogue
 from bot.store.jobs import Job
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 #: What Discord allows on most servers when an interaction did not tell us better.
 DEFAULT_UPLOAD_LIMIT = discord.utils.DEFAULT_FILE_SIZE_LIMIT_BYTES
@@ -49,6 +54,24 @@ def _too_large(exc: discord.HTTPException) -> bool:
     return exc.status == 413 or exc.code == 40005
 
 
+class _BothRefused(Exception):
+    """The channel refused for good, and then the requester's DMs (`dm`, their refusal)."""
+
+    def __init__(self, dm: discord.HTTPException) -> None:
+        super().__init__(dm.text)
+        self.dm = dm
+
+
+@contextmanager
+def discord_unavailable() -> Iterator[None]:
+    """The job code's port (bot/jobs/port.py) knows no discord.py: an error of Discord's HTTP API, or of the
+    connection to it (discord.py's HTTP layer raises aiohttp's), leaves here as DiscordUnavailable."""
+    try:
+        yield
+    except (discord.HTTPException, aiohttp.ClientError) as exc:
+        raise DiscordUnavailable(str(exc) or type(exc).__name__) from exc
+
+
 class DiscordDelivery:
     def __init__(self, client: discord.Client, catalogue: Catalogue) -> None:
         self._client = client
@@ -56,6 +79,10 @@ class DiscordDelivery:
         self._catalogue = catalogue
 
     async def deliver(self, job: Job, video: Path) -> Delivery:
+        with discord_unavailable():
+            return await self._deliver(job, video)
+
+    async def _deliver(self, job: Job, video: Path) -> Delivery:
         limit = job.upload_limit_bytes or DEFAULT_UPLOAD_LIMIT
         for _ in range(2):
             upload, compressed = await self._fitting(job, video, limit)
@@ -85,23 +112,30 @@ class DiscordDelivery:
         return copy, True
 
     async def _post(self, job: Job, upload: Path, compressed: bool) -> Delivery:
+        async def send(place: Messageable, via_dm: bool) -> Delivery:
+            message = await place.send(**self._video_message(job, upload, compressed, via_dm=via_dm))
+            return Delivery(channel_id=message.channel.id, message_id=message.id, compressed=compressed, via_dm=via_dm)
+
         try:
-            channel = await self._channel(job.channel_id)
-            message = await channel.send(**self._video_message(job, upload, compressed, via_dm=False))
-            return Delivery(channel_id=message.channel.id, message_id=message.id, compressed=compressed)
+            return await self._channel_then_dm(job, job.reference, send)
+        except _BothRefused as both:
+            raise Undeliverable(f"the channel and the requester's DMs both refused ({both.dm.text})") from both.dm
+
+    async def _channel_then_dm(self, job: Job, what: str, send: Callable[[Messageable, bool], Awaitable[_T]]) -> _T:
+        """`send(place, via_dm)` to the job's channel; when the channel refuses for good, to the requester's DMs.
+        DMs refused for good too raise _BothRefused."""
+        try:
+            return await send(await self._channel(job.channel_id), False)
         except (discord.HTTPException, Undeliverable) as exc:
             if not _refused_for_good(exc):
                 raise
-            log.warning("channel %d refused %s (%s); trying a DM", job.channel_id, job.reference, exc,
-                        extra=job_fields(job))
+            log.warning("channel %d refused %s (%s); trying a DM", job.channel_id, what, exc, extra=job_fields(job))
         try:
-            dm = await self._client.create_dm(discord.Object(id=job.user_id))
-            message = await dm.send(**self._video_message(job, upload, compressed, via_dm=True))
+            return await send(await self._client.create_dm(discord.Object(id=job.user_id)), True)
         except discord.HTTPException as exc:
             if not _final_refusal(exc):
                 raise
-            raise Undeliverable(f"the channel and the requester's DMs both refused ({exc.text})") from exc
-        return Delivery(channel_id=message.channel.id, message_id=message.id, compressed=compressed, via_dm=True)
+            raise _BothRefused(exc) from exc
 
     def _video_message(self, job: Job, upload: Path, compressed: bool, *, via_dm: bool) -> dict[str, Any]:
         return {
@@ -119,29 +153,24 @@ class DiscordDelivery:
         `via_interaction` puts the interaction first (a request cut off by a restart: its "thinking…" is
         still showing); otherwise it is the last resort, when the channel and the DMs both refuse.
         """
+        with discord_unavailable():
+            await self._announce(job, event, via_interaction=via_interaction)
+
+    async def _announce(self, job: Job, event: Notice, *, via_interaction: bool) -> None:
         text = embeds.announcement_text(job, event, catalogue=self._catalogue)
         mentions = embeds.requester_only(job)
         if via_interaction and await self._tell_in_interaction(job, text, mentions):
             return
         # Even for `undeliverable`: a channel that refused the file (too large, no attach permission)
         # may still take text, and the message says "could not be posted here".
+        async def send(place: Messageable, via_dm: bool) -> None:
+            await place.send(text, allowed_mentions=mentions)
+
         try:
-            channel = await self._channel(job.channel_id)
-            await channel.send(text, allowed_mentions=mentions)
+            await self._channel_then_dm(job, f"news about {job.reference}", send)
             return
-        except (discord.HTTPException, Undeliverable) as exc:
-            if not _refused_for_good(exc):
-                raise
-            log.warning("channel %d refused news about %s (%s); trying a DM", job.channel_id, job.reference, exc,
-                        extra=job_fields(job))
-        try:
-            dm = await self._client.create_dm(discord.Object(id=job.user_id))
-            await dm.send(text, allowed_mentions=mentions)
-            return
-        except discord.HTTPException as exc:
-            if not _final_refusal(exc):
-                raise
-            refused = exc
+        except _BothRefused as both:
+            refused = both.dm
         if not via_interaction and await self._tell_in_interaction(job, text, mentions):
             return
         # 50007: the requester does not take DMs from the bot. Expected; the caller logs one line.
@@ -168,7 +197,8 @@ class DiscordDelivery:
             return
         webhook = discord.Webhook.partial(self._client.application_id, job.interaction_token, client=self._client)
         embed = embeds.receipt_embed(job, catalogue=self._catalogue, position=position, ready_at=ready_at)
-        await webhook.edit_message(job.reply_message_id, embed=embed)
+        with discord_unavailable():
+            await webhook.edit_message(job.reply_message_id, embed=embed)
 
     async def _channel(self, channel_id: int) -> Messageable:
         channel = self._client.get_channel(channel_id)

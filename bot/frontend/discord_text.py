@@ -1,4 +1,4 @@
-"""Discord's size limits, and text from users or the video service made safe to show.
+"""Text within Discord's limits (bot/core/discord_limits.py), and text from users or the video service made safe.
 
 Everything here is pure: strings and embeds in, strings and embeds out.
 """
@@ -11,17 +11,19 @@ from typing import Final
 
 import discord
 
-# Discord's limits, in characters.
-MESSAGE_CONTENT: Final = 2000
-EMBED_TITLE: Final = 256
-EMBED_DESCRIPTION: Final = 4096
-FIELD_NAME: Final = 256
-FIELD_VALUE: Final = 1024
-FOOTER_TEXT: Final = 2048
-AUTHOR_NAME: Final = 256
-EMBED_TOTAL: Final = 6000
-EMBED_FIELDS: Final = 25
+from bot.core.discord_limits import (
+    AUTHOR_NAME,
+    EMBED_DESCRIPTION,
+    EMBED_FIELDS,
+    EMBED_TITLE,
+    EMBED_TOTAL,
+    FIELD_NAME,
+    FIELD_VALUE,
+    FOOTER_TEXT,
+    MESSAGE_CONTENT,
+)
 
+# The bot's own bounds, within Discord's.
 ELLIPSIS: Final = "…"
 EXCERPT_CHARS: Final = 300
 CODE_CHARS: Final = 100

@@ -6,23 +6,14 @@ import time
 
 import discord
 
+from bot.core.discord_limits import EMBED_DESCRIPTION, FIELD_VALUE
 from bot.core.errors import BudgetTooLow, InvalidRequest, ModelProblem, ModelUnavailable, SubmissionFailed
-from bot.core.lifecycle import SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
+from bot.core.lifecycle import POLLED_STATES, SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
 from bot.core.notices import InvalidCode, Notice, RefusalCode, SubmissionKind
-from bot.frontend.discord_text import (
-    CODE_CHARS,
-    EMBED_DESCRIPTION,
-    EXCERPT_CHARS,
-    FIELD_VALUE,
-    code,
-    fit_content,
-    fit_embed,
-    inline_code,
-    plain,
-)
+from bot.frontend.discord_text import CODE_CHARS, EXCERPT_CHARS, code, fit_content, fit_embed, inline_code, plain
 from bot.frontend.i18n import t, yen
+from bot.service.answers import KeyInfo
 from bot.service.catalogue import Catalogue
-from bot.service.client import KeyInfo
 from bot.store.jobs import AdmissionRefused, Job, JobState
 
 S = JobState
@@ -159,11 +150,11 @@ def receipt_embed(
         embed.add_field(name=t(loc, "video.field.model"), value=plain(_model_name(job, catalogue), FIELD_VALUE))
     embed.add_field(name=t(loc, "video.field.cost"), value=_job_price(job, catalogue, loc))
     embed.add_field(name=t(loc, "video.field.started"), value=relative(job.accepted_at or job.created_at))
-    if job.state in (S.PENDING, S.IN_PROGRESS):
+    if job.state in POLLED_STATES:
         embed.add_field(name=t(loc, "video.field.wait"), value=t(loc, "video.wait"))
     if position is not None and job.state == S.PENDING:
         embed.add_field(name=t(loc, "video.field.queue"), value=t(loc, "video.queue", position=position))
-    if ready_at is not None and job.state in (S.PENDING, S.IN_PROGRESS):
+    if ready_at is not None and job.state in POLLED_STATES:
         embed.add_field(name=t(loc, "video.field.eta"), value=relative(ready_at))
     if job.state == S.DELIVERED and job.delivered_message_id and job.delivered_channel_id:
         link = f"https://discord.com/channels/{job.guild_id or '@me'}/{job.delivered_channel_id}/" \
@@ -175,7 +166,7 @@ def receipt_embed(
         embed.description = t(loc, "video.next.undeliverable", ref=job.reference)
     else:
         embed.description = t(loc, "video.next", ref=job.reference)
-        if job.interaction_expires_at is not None and job.state in (S.PENDING, S.IN_PROGRESS):
+        if job.interaction_expires_at is not None and job.state in POLLED_STATES:
             # Edits go through the interaction, whose token lives 15 minutes: then /status.
             embed.description += "\n" + t(loc, "video.updates", when=relative(job.interaction_expires_at),
                                            ref=job.reference)

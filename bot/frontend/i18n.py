@@ -12,18 +12,19 @@ import discord
 from discord import app_commands
 
 from bot.core.money import format_yen
+from bot.service.validation import MAX_PROMPT_CHARS
 
 EN: Final = "en"
 JA: Final = "ja"
 
 CATALOGUE: Final[dict[str, dict[str, str]]] = {
     EN: {
-        # Command and option descriptions (Discord allows 100 characters each).
+        # Command and option descriptions (Discord allows DESCRIPTION characters each, bot/core/discord_limits.py).
         "cmd.video": "Make an 8 s 1280x720 video with sound. Costs {price} from the shared budget; takes 1-3 minutes.",
-        "cmd.video.prompt": "What the video shows (1 to 2,000 characters). Each video costs {price}.",
+        "cmd.video.prompt": "What the video shows (1 to {max_prompt_chars:,} characters). Each video costs {price}.",
         # With several models, /video names no single price: the model option's choices show each one.
         "cmd.video.several": "Make a short video from the shared budget, at the chosen model's price; takes 1-3 minutes.",
-        "cmd.video.prompt.several": "What the video shows (1 to 2,000 characters). The price depends on the model.",
+        "cmd.video.prompt.several": "What the video shows (1 to {max_prompt_chars:,} characters). The price depends on the model.",
         "cmd.video.model": "The model that makes the video; each choice shows its price. Empty: the default model.",
         "model.label": "{name} · {price}",
         "model.separator": ", ",
@@ -377,9 +378,9 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
     },
     JA: {
         "cmd.video": "8秒・1280x720・音声付きの動画を作ります。共有予算から{price}、1〜3分かかります。",
-        "cmd.video.prompt": "動画の内容（1〜2,000文字）。1本{price}です。",
+        "cmd.video.prompt": "動画の内容（1〜{max_prompt_chars:,}文字）。1本{price}です。",
         "cmd.video.several": "共有予算で短い動画を作ります。料金は選んだモデルによります。1〜3分かかります。",
-        "cmd.video.prompt.several": "動画の内容（1〜2,000文字）。料金はモデルによります。",
+        "cmd.video.prompt.several": "動画の内容（1〜{max_prompt_chars:,}文字）。料金はモデルによります。",
         "cmd.video.model": "動画を作るモデル。選択肢に料金が出ます。空欄なら既定のモデルです。",
         "model.label": "{name}・{price}",
         "model.separator": "、",
@@ -727,8 +728,10 @@ def yen(amount: int, locale: str | discord.Locale | None) -> str:
 def description(locale: str | discord.Locale | None, key: str, price_yen: int | None = None,
                 name: str | None = None) -> str:
     """A command or option description (or a choice's name); `{price}` is filled in the locale's own currency
-    format, `{name}` as given."""
-    params: dict[str, object] = {"price": yen(price_yen, locale)} if price_yen is not None else {}
+    format, `{name}` as given; `{max_prompt_chars}` is the video service's prompt limit."""
+    params: dict[str, object] = {"max_prompt_chars": MAX_PROMPT_CHARS}
+    if price_yen is not None:
+        params["price"] = yen(price_yen, locale)
     if name is not None:
         params["name"] = name
     return t(locale, key, **params)

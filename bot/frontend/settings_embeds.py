@@ -16,18 +16,13 @@ from bot.community.server_rules import (
     ServerSettings,
     SettingKey,
 )
-from bot.frontend.discord_text import (
-    EMBED_DESCRIPTION,
-    FIELD_VALUE,
-    fit_content,
-    fit_embed,
-    inline_code,
-    plain,
-    shorten,
-)
+from bot.core.discord_limits import EMBED_DESCRIPTION, FIELD_VALUE
+from bot.frontend.discord_text import fit_content, fit_embed, inline_code, plain, shorten
 from bot.frontend.i18n import t, yen
 from bot.store.servers import Event
 
+#: A setting's value as shown, at most (the bot's own bound, well within a field).
+_VALUE_CHARS = 100
 _AMOUNTS = {
     "guild_daily_cap_yen", "guild_monthly_cap_yen", "member_daily_cap_yen", "member_monthly_cap_yen",
     "budget_alert_yen",
@@ -62,7 +57,7 @@ def setting_value(key: SettingKey, value: Any, locale: str) -> str:
         return t(locale, f"setting.value.reroll.{value}")
     if key == "confirm_before_spending":
         return t(locale, "setting.value.on" if value else "setting.value.off")
-    return plain(str(value), 100)
+    return plain(str(value), _VALUE_CHARS)
 
 
 def _listed(items: Iterable[str], empty: str) -> str:

@@ -8,7 +8,8 @@ from typing import Final
 import discord
 
 from bot.community.usage import MemberUsage, Period, UsageReport
-from bot.frontend.discord_text import FIELD_VALUE, code, fit_content, fit_embed, inline_code, plain
+from bot.core.discord_limits import FIELD_VALUE
+from bot.frontend.discord_text import code, fit_content, fit_embed, inline_code, plain
 from bot.frontend.embeds import relative, state_name
 from bot.frontend.i18n import t, yen
 from bot.store.jobs import CreditRefusal, Job

@@ -1,7 +1,7 @@
 """The bot's chores beside the jobs: log channels, budget alerts, waiting receipts, forgetting old prompts,
 pruning old events and offers.
 
-Events are written to the database in the same transaction as what they report (bot/store/jobs.py,
+Events are written to the database in the same transaction as what they report (bot/store/jobs/,
 bot/store/servers.py), and posted from here in order per server, so a stop between the two loses no log line.
 Servers take turns: each round posts a bounded share of every waiting server's lines, all servers at once, so
 one server's burst (or its slow channel) never holds back another's lines and alerts.
@@ -15,28 +15,24 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import discord
-
 from bot.community import trust
 from bot.community.server_rules import ServerRules
 from bot.config.settings import Settings
 from bot.core.tasks import cancel_and_wait
+from bot.jobs.port import ChannelRefused, DiscordUnavailable, LinePoster
 from bot.jobs.progress import ProgressRefresher
 from bot.service.client import VideoServiceClient
 from bot.service.key_budget import KeyBudget
-from bot.store.jobs import JobStore
+from bot.store.jobs import JobStore, meta
 from bot.store.servers import Event
 
 log = logging.getLogger(__name__)
 
-#: Posts one line into a channel (the bot's HTTP API: no gateway shard needed).
-LinePoster = Callable[[int, str], Awaitable[None]]
 #: A log-channel line for an event, in a language (the front end writes it: bot/frontend/settings_embeds.py).
 EventText = Callable[[Event, str], str]
 #: The language a server's own preferred locale gives, when its admins set none.
 GuildLocale = Callable[[int], str | None]
 
-BUDGET_ALERT_KEY = "budget_alert:{guild_id}"
 #: Settings changes kept per server however old: `/settings` shows the latest five as its history.
 SETTINGS_HISTORY_KEPT = 5
 
@@ -184,15 +180,15 @@ class Housekeeping:
                 continue
             try:
                 await self._post(channel, self._event_text(event, language))
-            except (discord.Forbidden, discord.NotFound):
+            except ChannelRefused:
                 # No retry helps; the admins can pick another channel with /settings log_channel.
                 log.warning("server %s: cannot post to log channel %s; its lines are dropped for %.0f s",
                             guild_id, channel, self._chores.closed_channel_seconds)
                 self._closed_until[channel] = now + self._chores.closed_channel_seconds
-            except (discord.HTTPException, OSError) as exc:
+            except (DiscordUnavailable, OSError) as exc:
                 if now - event.created_at < self._chores.give_up_posting_after:
                     log.warning("server %s: log channel unavailable (%s); retrying next round", guild_id,
-                                type(exc).__name__)
+                                type(exc.__cause__ or exc).__name__)
                     return posted  # keep this server's order: its later lines wait for this one
                 log.warning("server %s: event %s dropped after an hour of failures", guild_id, event.id)
             else:
@@ -216,7 +212,7 @@ class Housekeeping:
                 continue
             if (await self._rules.effective(guild_id)).log_channel_id is None:
                 continue  # nowhere to say it: alert once a log channel is set
-            key = BUDGET_ALERT_KEY.format(guild_id=guild_id)
+            key = meta.budget_alert(guild_id)
             alerted = await self._store.get_meta(key) is not None
             low = left is not None and left < threshold
             if low and not alerted:

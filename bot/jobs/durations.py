@@ -29,13 +29,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from bot.store.jobs import meta
+
 log = logging.getLogger(__name__)
 
 #: The service's own words: "Generation normally takes 1 to 3 minutes."
 PRIOR_SECONDS = (60.0, 180.0)
 #: In poll intervals at most, so a test or dry run with a short interval is not made to wait minutes.
 PRIOR_INTERVALS = (3.0, 9.0)
-_META_KEY = "durations:"
 #: A first poll sent this close to the offset (a moment of scheduling delay) still counts as at it.
 _SLACK = 1.02
 
@@ -239,7 +240,7 @@ class DurationModel:
     def dumps(self) -> dict[str, str]:
         """Each model's state as a `meta` value."""
         return {
-            _META_KEY + model: json.dumps(
+            meta.DURATIONS_PREFIX + model: json.dumps(
                 {
                     "first_offset": learned.first.value,
                     "probe_factor": learned.probe.value,
@@ -280,8 +281,8 @@ class DurationModel:
     async def load(self, store: MetaStore) -> None:
         """Read what an earlier run learned, for every model it saw (the catalogue may have changed since);
         a damaged row is ignored (the prior stands)."""
-        for key, value in (await store.meta_with_prefix(_META_KEY)).items():
-            model = key.removeprefix(_META_KEY)
+        for key, value in (await store.meta_with_prefix(meta.DURATIONS_PREFIX)).items():
+            model = key.removeprefix(meta.DURATIONS_PREFIX)
             try:
                 self.loads(model, value)
             except (ValueError, KeyError, TypeError) as exc:

@@ -26,12 +26,14 @@ from bot.core.errors import (
     UnusableJobId,
     VideoServiceError,
 )
+from bot.core.lifecycle import POLLED_STATES
 from bot.core.log_context import job_fields
 from bot.core.notices import Notice, RefusalCode, SubmissionKind
 from bot.core.retry import RECORD_RETRY, RetryPolicy, retrying
 from bot.core.tasks import LAST_WRITE_SECONDS, BackgroundTasks, finish_despite_cancels
+from bot.service.answers import KeyInfo
 from bot.service.catalogue import Catalogue, choose_model
-from bot.service.client import KeyInfo, VideoServiceClient
+from bot.service.client import VideoServiceClient
 from bot.service.key_budget import KeyBudget
 from bot.service.pacing import Turn
 from bot.service.validation import check_seed, clean_prompt
@@ -45,6 +47,7 @@ from bot.store.jobs import (
     JobStore,
     NewJob,
     StoreUnavailable,
+    meta,
 )
 from bot.store.leases import Lease
 
@@ -71,10 +74,6 @@ STOP_GRACE_SECONDS = 15.0
 
 #: A create still waiting for its turn under the pacing after this long is shown to its requester with Cancel.
 WAITING_NOTICE_SECONDS = 1.0
-
-#: The meta key of the host's pause of spending (`python -m bot pause`): set, it holds in every server, for every
-#: action whose policy has `not_paused` (bot/community/trust.py: /video, Re-roll, Confirm, Generate).
-PAUSE_KEY = "host_pause"
 
 #: Refusals a server's log channel hears of (cooldowns and jobs in flight are routine, not abuse).
 LOGGED_REFUSALS = frozenset({
@@ -225,7 +224,7 @@ class VideoRequests:
         await store.add_event(request.guild_id, "refused", user_id=request.user_id, details={"code": refusal.code})
 
     async def paused(self) -> bool:
-        return await self._store.get_meta(PAUSE_KEY) is not None
+        return await self._store.get_meta(meta.HOST_PAUSE) is not None
 
     async def send(self, job: Job, *, on_waiting: Callable[[Job], Awaitable[None]] | None = None) -> Job:
         """Check the budget, then send the create at most once. Raises SubmissionFailed or BudgetTooLow, or
@@ -580,7 +579,7 @@ class VideoRequests:
         """When a waiting job is most likely ready, from recently completed jobs of its model."""
         if self._estimate_ready is None or job.accepted_at is None:
             return None
-        if job.state not in (JobState.PENDING, JobState.IN_PROGRESS):
+        if job.state not in POLLED_STATES:
             return None
         return self._estimate_ready(job.model, job.accepted_at)
 

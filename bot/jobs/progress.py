@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.jobs.worker import Deliverer
+from bot.jobs.port import Deliverer
 from bot.store.jobs import JobStore
 
 log = logging.getLogger(__name__)

@@ -33,8 +33,11 @@ SKIP_TO_SHARE = 0.03
 REPLAN_SHARE = 0.05
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Plan:
+    """One job's place in the schedule: when its next poll is due, and what its polls so far found. Mutable, and
+    one per job: two plans are the same plan or different ones, whatever their values."""
+
     job: Job
     accepted_at: float
     due: float

@@ -19,10 +19,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-import discord
-
 from bot.core.log_context import CONTEXT_FIELDS
-from bot.service.client import mask_key
+from bot.service.transport import mask_key
 
 LOG_FORMATS = ("text", "json")
 
@@ -123,15 +121,6 @@ def make_handler(
     return handler
 
 
-def quiet_voice_warnings() -> None:
-    """The bot never joins a voice channel: drop discord.py's warnings that PyNaCl and davey are missing.
-
-    discord.py logs each once, when the first client is created, unless these class flags are off.
-    """
-    discord.VoiceClient.warn_nacl = False
-    discord.VoiceClient.warn_dave = False
-
-
 def setup_logging(
     level: str | int = logging.INFO,
     log_format: str = "text",
@@ -147,5 +136,4 @@ def setup_logging(
         old.close()
     root.addHandler(handler)
     root.setLevel(level)
-    quiet_voice_warnings()
     return handler

@@ -25,13 +25,13 @@ from prometheus_client.registry import Collector
 from bot.core.lifecycle import JobState
 from bot.core.notices import Notice
 from bot.core.tasks import cancel_and_wait
-from bot.jobs.worker import Deliverer, Delivery
-from bot.service.client import KeyInfo
+from bot.jobs.port import Deliverer, Delivery
+from bot.service.answers import KeyInfo
 from bot.store.jobs import Job, JobStore
 
 log = logging.getLogger(__name__)
 
-#: What the client reports as `endpoint` (see `bot.service.client.ClientObserver`).
+#: What the client reports as `endpoint` (see `bot.service.transport.ClientObserver`).
 ENDPOINTS = ("create", "status", "download", "key_info")
 #: The stall gauge shows the worst wake-up lag of this many seconds.
 STALL_WINDOW_SECONDS = 60.0
@@ -108,7 +108,7 @@ class Metrics:
         self._store = _StoreFigures()
         r.register(self._store)
 
-    # -- the client (bot.service.client.ClientObserver) ---------------------------------------------
+    # -- the client (bot.service.transport.ClientObserver) ---------------------------------------------
 
     def request_sent(self, endpoint: str) -> None:
         self._requests.labels(endpoint).inc()

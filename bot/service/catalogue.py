@@ -14,13 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.core.discord_limits import CHOICE_VALUE, CHOICES
 from bot.core.errors import ModelUnavailable
 
-#: Discord offers at most 25 choices for an option.
-MAX_MODELS = 25
-#: A choice shows "name · price" in at most 100 characters; a value holds at most 100.
+#: Each model is a choice of /video's option: Discord offers so many.
+MAX_MODELS = CHOICES
+#: A choice shows "name · price" in CHOICE_NAME characters: the name leaves room for the price.
 MAX_NAME_CHARS = 60
-MAX_ID_CHARS = 100
+#: A choice's value is the model's id.
+MAX_ID_CHARS = CHOICE_VALUE
+#: A model's name as shown: its name, or its id when it has none.
+MAX_SHOWN_NAME_CHARS = max(MAX_NAME_CHARS, MAX_ID_CHARS)
 # Plain path segments only: no host, scheme, query, fragment, percent-escapes or dot segments.
 _SAFE_PATH = re.compile(r"(/[A-Za-z0-9._~-]+)+")
 _MODEL_KEYS = frozenset({"id", "name", "create_path", "price_yen", "seed"})

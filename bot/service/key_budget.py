@@ -16,7 +16,8 @@ import math
 import time
 from collections.abc import Callable
 
-from bot.service.client import KeyInfo, VideoServiceClient
+from bot.service.answers import KeyInfo
+from bot.service.client import VideoServiceClient
 
 #: How long an answer of `/key/info` serves /balance and the budget alerts. The spend moves only when a create is
 #: accepted (this process's own creates drop the answer at once), and a member cannot tell a figure 5 s old from a

@@ -61,7 +61,7 @@ def service_masked_key(key: str) -> str:
     (and at most 4 chars) of the key.
 
     This imitates the service's own masked format. It is not the bot's masking
-    (``bot.service.client.mask_key``), which the bot uses for its own logs and messages."""
+    (``bot.service.transport.mask_key``), which the bot uses for its own logs and messages."""
     visible = min(4, len(key) // 4)
     prefix = "sk-" if key.startswith("sk-") else ""
     return f"{prefix}...{key[-visible:] if visible else ''}"

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 #: Jobs one claim takes at most: a survivor adopts a dead process's jobs in bounded batches.
 CLAIM_BATCH = 100
 #: A host's clock this far off the database server's is worth a warning: leases follow the server's clock
-#: anyway (bot/store/jobs.py), but the bot's other times (the logs, the daily caps' days) follow the host's.
+#: anyway (bot/store/jobs/leasing.py), but the bot's other times (the logs, the daily caps' days) follow the host's.
 CLOCK_SKEW_WARNING_S = 2.0
 
 

@@ -22,14 +22,16 @@ _T = TypeVar("_T")
 EVENTS_PRUNED_AT_ONCE = 1000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredSetting:
+    """A server's own value of one setting, and who set it when."""
+
     value: Any
     updated_at: float
     updated_by: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MemberRecord:
     blocked: bool = False
     quota_reset_at: float | None = None

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from bot.jobs.intake import PAUSE_KEY
 from bot.store.jobs import JobStore
+from bot.store.jobs.meta import HOST_PAUSE
 from tests.cli.helpers import TOKEN, run_bot
 from tests.conftest import SIM_KEY
 
@@ -15,9 +15,9 @@ async def test_pause_and_resume_are_kept_in_the_database_for_the_running_bot(tmp
     assert code == 0 and "paused in every server" in out
     store = await JobStore.open(tmp_path / "bot.sqlite3")
     try:
-        assert await store.get_meta(PAUSE_KEY) is not None
+        assert await store.get_meta(HOST_PAUSE) is not None
         code, out, _err = await run_bot(["resume"], env, tmp_path)
         assert code == 0 and "open again" in out
-        assert await store.get_meta(PAUSE_KEY) is None
+        assert await store.get_meta(HOST_PAUSE) is None
     finally:
         await store.close()

@@ -14,11 +14,12 @@ from bot.community import windows
 from bot.config.settings import Settings, read_settings
 from bot.core.notices import RefusalCode
 from bot.frontend import embeds
-from bot.jobs.intake import PAUSE_KEY, VideoRequests
+from bot.jobs.intake import VideoRequests
 from bot.service.catalogue import BUILT_IN, DEFAULT_MODEL
 from bot.service.client import VideoServiceClient
 from bot.simulator import VideoServiceSimulator
 from bot.store.jobs import AdmissionRefused, JobState, JobStore, NewJob
+from bot.store.jobs.meta import HOST_PAUSE
 from tests.conftest import Clock
 
 BASE_ENV = {"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k"}
@@ -305,12 +306,12 @@ async def test_a_host_pause_refuses_video_everywhere_until_resumed(
 ) -> None:
     clock = Clock(1_800_000_000.0)
     requests, store = await make_requests(tmp_path, sim_client, clock)
-    await store.set_meta(PAUSE_KEY, "1")
+    await store.set_meta(HOST_PAUSE, "1")
     for guild_id in (10, 11):
         with pytest.raises(AdmissionRefused) as refused:
             await requests.submit(request(guild_id=guild_id))
         assert refused.value.code == "paused"
-    await store.delete_meta(PAUSE_KEY)
+    await store.delete_meta(HOST_PAUSE)
     await requests.submit(request())
     assert simulator.creates_received == 1
     await store.close()

@@ -111,7 +111,7 @@ def test_the_download_timeout_reaches_the_client() -> None:
     async def built() -> float | None:
         async with aiohttp.ClientSession() as session:
             client = build_client(read_settings({**REQUIRED, "DOWNLOAD_TIMEOUT_SECONDS": "42"}), session)
-            return client._download_timeout.total
+            return client._transport.download_timeout.total
 
     assert asyncio.run(built()) == 42.0
 

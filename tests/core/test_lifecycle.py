@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from bot.core import lifecycle
 from bot.core.lifecycle import FINAL_STATES, TRANSITIONS, JobState, sources_of
 
 S = JobState
@@ -53,3 +54,17 @@ def test_every_state_is_in_the_table_and_reachable() -> None:
 
 def test_final_states_are_the_ones_without_a_way_out() -> None:
     assert {S.DELIVERED, S.FAILED, S.STALLED, S.REJECTED, S.UNKNOWN, S.INTERRUPTED, S.CANCELLED} == FINAL_STATES
+
+
+def test_the_groups_of_states_fit_the_table() -> None:
+    """Each state is in flight, final, or undeliverable (finished with, not final), and the groups say so."""
+    everything = set(S)
+    assert set(lifecycle.IN_FLIGHT_STATES) | FINAL_STATES | {S.UNDELIVERABLE} == everything
+    assert not set(lifecycle.IN_FLIGHT_STATES) & (FINAL_STATES | {S.UNDELIVERABLE})
+    assert set(lifecycle.POLLED_STATES) | set(lifecycle.FINISHING_STATES) | set(lifecycle.UNSENT_OR_SENDING) \
+        == set(lifecycle.IN_FLIGHT_STATES)
+    assert set(lifecycle.OWED_A_MESSAGE_STATES) == (FINAL_STATES - {S.DELIVERED}) | {S.UNDELIVERABLE}
+    assert set(lifecycle.DONE_WITH_STATES) == FINAL_STATES | {S.UNDELIVERABLE}
+    # Nothing spent, or charged with no video: final either way.
+    assert set(lifecycle.NOTHING_SPENT_STATES) <= FINAL_STATES and set(lifecycle.CREDITABLE_STATES) <= FINAL_STATES
+    assert set(lifecycle.REDONE_IF_LOST) <= set(lifecycle.IN_FLIGHT_STATES)

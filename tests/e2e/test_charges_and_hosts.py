@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from bot.service.client import REDIRECT_REFUSED
+from bot.service.transport import REDIRECT_REFUSED
 from bot.simulator import SimulatorConfig, VideoServiceSimulator
 from tests.conftest import SIM_KEY
 from tests.discord_double import DiscordDouble

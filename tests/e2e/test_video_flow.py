@@ -5,7 +5,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from bot.service.client import mask_key
+from bot.service.transport import mask_key
 from bot.simulator import DEFAULT_VIDEO_PATH, VideoServiceSimulator
 from tests.conftest import SIM_KEY
 from tests.conftest import SimulatorFactory as ServiceFactory

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 from unittest.mock import AsyncMock, create_autospec
@@ -12,6 +13,7 @@ import pytest
 from bot.app import catalogue_of
 from bot.config.settings import Settings, read_settings
 from bot.frontend.bot import VideoBot
+from bot.jobs.port import ChannelRefused, DiscordUnavailable
 
 ENV = {"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": "k"}
 
@@ -86,3 +88,50 @@ async def test_no_heartbeat_while_a_shard_is_down(
 
 def bot_of(settings: Settings) -> VideoBot:
     return VideoBot(settings, catalogue_of(settings))
+
+
+def _refusal(status: int) -> discord.HTTPException:
+    response = SimpleNamespace(status=status, reason="refused")
+    error_type = {403: discord.Forbidden, 404: discord.NotFound}.get(status, discord.HTTPException)
+    return error_type(response, "refused")
+
+
+@pytest.mark.parametrize(("status", "port_error"), [
+    (403, ChannelRefused), (404, ChannelRefused), (500, DiscordUnavailable), (503, DiscordUnavailable),
+])
+async def test_a_log_line_discord_refuses_reaches_the_chores_as_the_ports_error(
+    status: int, port_error: type[Exception], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bot = bot_of(read_settings(ENV))
+    channel = create_autospec(discord.PartialMessageable, instance=True)
+    channel.send = AsyncMock(side_effect=_refusal(status))
+    monkeypatch.setattr(bot, "get_partial_messageable", lambda channel_id: channel)
+
+    with pytest.raises(port_error) as raised:
+        await bot.post_line(500, "a line")
+    assert isinstance(raised.value.__cause__, discord.HTTPException) and raised.value.__cause__.status == status
+
+
+async def test_a_log_line_pings_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
+    bot = bot_of(read_settings(ENV))
+    channel = create_autospec(discord.PartialMessageable, instance=True)
+    channel.send = AsyncMock()
+    monkeypatch.setattr(bot, "get_partial_messageable", lambda channel_id: channel)
+
+    await bot.post_line(500, "<@1> changed a setting")
+    [call] = channel.send.await_args_list
+    assert call.args == ("<@1> changed a setting",)
+    mentions = call.kwargs["allowed_mentions"]
+    assert not (mentions.everyone or mentions.users or mentions.roles or mentions.replied_user)
+
+
+async def test_creating_the_bot_logs_no_voice_library_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As in a fresh process without PyNaCl or davey: discord.py would warn at the first client.
+    monkeypatch.setattr(discord.VoiceClient, "warn_nacl", True)
+    monkeypatch.setattr(discord.VoiceClient, "warn_dave", True)
+    with caplog.at_level(logging.DEBUG):
+        bot = bot_of(read_settings(ENV))
+    await bot.close()
+    assert not [r for r in caplog.records if "PyNaCl" in r.getMessage() or "davey" in r.getMessage()]

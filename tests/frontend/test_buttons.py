@@ -22,10 +22,10 @@ from bot.frontend.buttons import (
     OfferGoButton,
     RerollButton,
 )
-from bot.jobs.intake import PAUSE_KEY
 from bot.jobs.offers import Offers
 from bot.simulator import VideoServiceSimulator
 from bot.store.jobs import Job, JobState
+from bot.store.jobs.meta import HOST_PAUSE
 from tests.conftest import SIM_KEY
 from tests.frontend.cogs.helpers import (
     CHANNEL_ID,
@@ -168,7 +168,7 @@ async def test_the_pause_stops_rerolls_and_confirmations_not_deletes_or_cancels(
     offer = await stack.bot.offers.reroll(job.id, user_id=REQUESTER_ID, guild_id=GUILD_ID, channel_id=CHANNEL_ID,
                                           locale="en-US", model=job.model)
     await stack.bot.offers.shown(offer.id, ELSEWHERE)
-    await stack.store.set_meta(PAUSE_KEY, "1")
+    await stack.store.set_meta(HOST_PAUSE, "1")
 
     for button, row_id, message in ((RerollButton, job.id, POSTED_MESSAGE), (OfferGoButton, offer.id, ELSEWHERE)):
         stack.log.events.clear()

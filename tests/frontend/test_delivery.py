@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import MagicMock
 
+import aiohttp
 import discord
 import pytest
 import yarl
@@ -22,7 +23,8 @@ from discord.ext import commands
 from bot.frontend import embeds, transcode
 from bot.frontend.delivery import DiscordDelivery, nonce_for
 from bot.frontend.i18n import t
-from bot.jobs.worker import JobWorker, Undeliverable, WorkerConfig
+from bot.jobs.port import DiscordUnavailable, Undeliverable
+from bot.jobs.worker import JobWorker, WorkerConfig
 from bot.service.catalogue import BUILT_IN
 from bot.service.client import VideoServiceClient
 from bot.simulator import VideoServiceSimulator
@@ -401,3 +403,36 @@ async def test_closed_dms_are_an_expected_refusal_logged_in_one_line(
     assert line.levelno == logging.WARNING and line.exc_info is None
     assert (await store.get(job.id)).notice_attempts == 1
 
+
+
+# -- the port: what the job code sees of Discord's failures ---------------------------------------------
+
+
+def _http_error(status: int) -> discord.HTTPException:
+    response = MagicMock(status=status, reason="unavailable")
+    return discord.HTTPException(response, "unavailable")
+
+
+def _failing_client(error: BaseException) -> MagicMock:
+    """A logged-in client whose channel send fails with `error`, and whose DMs refuse nothing else."""
+    client = MagicMock(spec=discord.Client)
+    channel = MagicMock(spec=discord.TextChannel)
+    channel.send.side_effect = error
+    client.get_channel.return_value = channel
+    client.application_id = None  # no interaction to fall back on
+    return client
+
+
+@pytest.mark.parametrize("error", [_http_error(503), aiohttp.ClientConnectionError("connection reset")])
+async def test_discords_failures_reach_the_job_code_as_the_ports_discord_unavailable(
+    store: JobStore, video: Path, error: BaseException
+) -> None:
+    job = await downloaded_job(store, video)
+    delivery = DiscordDelivery(_failing_client(error), BUILT_IN)
+
+    with pytest.raises(DiscordUnavailable) as posting:
+        await delivery.deliver(job, video)
+    with pytest.raises(DiscordUnavailable) as telling:
+        await delivery.announce(job, "failed")
+    for raised in (posting.value, telling.value):
+        assert raised.__cause__ is error and str(raised) == str(error)

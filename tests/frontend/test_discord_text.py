@@ -89,14 +89,6 @@ def assert_no_markdown(text: str) -> None:
         assert not re.match(r"\s*(#|>|-|\d+\.)", line) or line.startswith("> "), line[:80]
 
 
-def test_the_limits_are_discords() -> None:
-    ours = {"content": dt.MESSAGE_CONTENT, "title": dt.EMBED_TITLE, "description": dt.EMBED_DESCRIPTION,
-            "field_name": dt.FIELD_NAME, "field_value": dt.FIELD_VALUE, "footer": dt.FOOTER_TEXT,
-            "author": dt.AUTHOR_NAME, "total": dt.EMBED_TOTAL, "fields": dt.EMBED_FIELDS}
-
-    assert ours == LIMITS
-
-
 # -- plain -------------------------------------------------------------------------------------------
 
 

@@ -13,8 +13,8 @@ import pytest
 from bot.core.errors import BudgetTooLow, InvalidRequest, ModelUnavailable, SubmissionFailed
 from bot.core.notices import Notice
 from bot.frontend import embeds
+from bot.service.answers import KeyInfo
 from bot.service.catalogue import BUILT_IN, DEFAULT_MODEL, Catalogue, VideoModel
-from bot.service.client import KeyInfo
 from bot.store.jobs import AdmissionRefused, Job, JobState
 from tests.frontend.test_discord_text import (
     HOSTILE,

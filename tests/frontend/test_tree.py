@@ -32,9 +32,9 @@ from bot.frontend.cogs.status import StatusCog
 from bot.frontend.cogs.usage import UsageCog
 from bot.frontend.cogs.video import VideoCog
 from bot.frontend.tree import VideoCommandTree, friendly_text, respond
-from bot.jobs.intake import PAUSE_KEY
 from bot.simulator import VideoServiceSimulator
 from bot.store.jobs import AdmissionRefused, IllegalTransition, JobState, StoreUnavailable
+from bot.store.jobs.meta import HOST_PAUSE
 from tests.conftest import SIM_KEY, fail_once
 from tests.frontend.cogs.helpers import (
     OTHER_GUILD_ID,
@@ -394,14 +394,14 @@ async def test_the_pause_refuses_video_and_leaves_reading_open(
 ) -> None:
     async with open_stack(simulator, SIM_KEY, tmp_path) as stack:
         commands = commands_of(stack)
-        await stack.store.set_meta(PAUSE_KEY, "1")
+        await stack.store.set_meta(HOST_PAUSE, "1")
         assert not await checked(stack, commands["video"])
         assert stack.log.only_reply().content == "Video requests are paused by the bot's host for now. Nothing was " \
             "spent."
         for name in ("status", "balance", "usage"):
             assert await checked(stack, commands[name]), name
         assert await checked(stack, commands["settings limits"], permissions=ADMIN)
-        await stack.store.delete_meta(PAUSE_KEY)
+        await stack.store.delete_meta(HOST_PAUSE)
         assert await checked(stack, commands["video"])
 
 

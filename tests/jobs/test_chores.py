@@ -6,7 +6,6 @@ import asyncio
 from functools import partial
 from pathlib import Path
 
-import discord
 import pytest
 
 from bot.app import server_rules
@@ -14,6 +13,7 @@ from bot.community.server_rules import ServerRules
 from bot.config.settings import Settings, read_settings
 from bot.frontend.settings_embeds import event_line
 from bot.jobs.chores import Chores, Housekeeping
+from bot.jobs.port import ChannelRefused, DiscordUnavailable
 from bot.service.client import VideoServiceClient
 from bot.service.key_budget import KeyBudget
 from bot.simulator import VideoServiceSimulator
@@ -41,14 +41,9 @@ class Poster:
         self.lines.append((channel_id, text))
 
 
-def http_error(status: int) -> discord.HTTPException:
-    class Response:
-        reason = "refused"
-
-    response = Response()
-    response.status = status  # type: ignore[attr-defined]
-    error_type = {403: discord.Forbidden, 404: discord.NotFound}.get(status, discord.HTTPException)
-    return error_type(response, "refused")
+def http_error(status: int) -> Exception:
+    """What the front end's poster raises when Discord answers with this status (bot/jobs/port.py)."""
+    return ChannelRefused(f"{status}") if status in (403, 404) else DiscordUnavailable(f"{status}")
 
 
 def settings(**env: str) -> Settings:

@@ -17,7 +17,8 @@ import pytest
 
 from bot.core.errors import InsufficientStorage
 from bot.core.retry import RetryPolicy
-from bot.jobs.worker import Deliverer, JobWorker, Undeliverable, WorkerConfig
+from bot.jobs.port import Deliverer, Undeliverable
+from bot.jobs.worker import JobWorker, WorkerConfig
 from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH, JOBS_PREFIX
 from bot.store.jobs import Job, JobState, JobStore, StoreUnavailable
@@ -882,7 +883,7 @@ async def test_a_stop_waits_a_bounded_time_for_a_record_that_hangs(
     make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory,
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr("bot.jobs.worker.LAST_WRITE_SECONDS", 0.3)
+    monkeypatch.setattr("bot.jobs.worker.delivery.LAST_WRITE_SECONDS", 0.3)
     sim = await make_simulator(job_seconds=0.2)
     client = client_for(sim, http)
     real = store.transition

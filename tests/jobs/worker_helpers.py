@@ -14,8 +14,9 @@ from typing import Any
 
 from bot.core.notices import Notice
 from bot.frontend import transcode
-from bot.jobs.worker import Delivery
-from bot.service.client import RemoteJob, VideoServiceClient
+from bot.jobs.port import Delivery
+from bot.service.answers import RemoteJob
+from bot.service.client import VideoServiceClient
 from bot.store.jobs import Job, JobState, JobStore, NewJob
 
 PRICE_YEN = 250

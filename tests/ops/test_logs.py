@@ -4,14 +4,13 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import discord
 import pytest
 
 from bot.app import catalogue_of
 from bot.config.settings import Settings, SettingsError, read_settings
 from bot.core.log_context import job_fields
 from bot.frontend.bot import VideoBot
-from bot.ops.logs import make_handler, quiet_voice_warnings, setup_logging
+from bot.ops.logs import make_handler, setup_logging
 from bot.store.jobs import Job, JobState, JobStore, NewJob
 
 KEY = "sk-live-secret-key-0123456789"
@@ -123,19 +122,6 @@ def test_log_format_setting() -> None:
     assert read_settings({**REQUIRED, "LOG_FORMAT": "JSON"}).log_format == "json"
     with pytest.raises(SettingsError, match="LOG_FORMAT must be text or json"):
         read_settings({**REQUIRED, "LOG_FORMAT": "xml"})
-
-
-async def test_creating_the_bot_logs_no_voice_library_warning(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    # As in a fresh process without PyNaCl or davey: discord.py would warn at the first client.
-    monkeypatch.setattr(discord.VoiceClient, "warn_nacl", True)
-    monkeypatch.setattr(discord.VoiceClient, "warn_dave", True)
-    quiet_voice_warnings()
-    with caplog.at_level(logging.DEBUG):
-        bot = bot_of(read_settings(REQUIRED))
-    await bot.close()
-    assert not [r for r in caplog.records if "PyNaCl" in r.getMessage() or "davey" in r.getMessage()]
 
 
 def bot_of(settings: Settings) -> VideoBot:

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.app import Services, open_services, worker_config
 from bot.config.settings import Settings, read_settings
-from bot.jobs.worker import Delivery
+from bot.jobs.port import Delivery
 from bot.ops.metrics import STALL_WINDOW_SECONDS, Metrics
 from bot.service.catalogue import DEFAULT_MODEL
 from bot.simulator import VideoServiceSimulator

@@ -40,14 +40,10 @@ from bot.core.errors import (
     UnusableJobId,
 )
 from bot.core.retry import CREATE_RETRY, READ_RETRY, RetryPolicy
-from bot.service import client as video_client
-from bot.service.client import (
-    REDIRECT_REFUSED,
-    VideoServiceClient,
-    mask_key,
-    parse_retry_after,
-    remove_abandoned_downloads,
-)
+from bot.service import download as video_download
+from bot.service.client import VideoServiceClient
+from bot.service.download import remove_abandoned_downloads
+from bot.service.transport import REDIRECT_REFUSED, ServiceTransport, mask_key, parse_retry_after
 from bot.simulator import DEFAULT_VIDEO_PATH
 
 KEY = "sk-secret-test-key-0123456789"
@@ -725,13 +721,13 @@ async def test_too_little_free_space_refuses_before_writing(
         asked.append(Path(path))
         return Usage(10**9, 10**9 - len(SAMPLE), len(SAMPLE))  # the video fits, the margin does not
 
-    monkeypatch.setattr(shutil, "disk_usage", disk_usage)  # the one bot.service.client calls
+    monkeypatch.setattr(shutil, "disk_usage", disk_usage)  # the one bot.service.download calls
     service.on("GET", CONTENT, mp4_reply())
     destination = tmp_path / "videos" / "1.mp4"
     with pytest.raises(InsufficientStorage) as error:
         await client.download("vid_1", destination, max_bytes=MAX_BYTES)
     assert asked == [destination.parent]
-    assert error.value.needed == len(SAMPLE) + video_client.DISK_MARGIN_BYTES
+    assert error.value.needed == len(SAMPLE) + video_download.DISK_MARGIN_BYTES
     assert list(destination.parent.iterdir()) == []
 
 
@@ -747,7 +743,7 @@ async def test_unknown_length_needs_room_for_max_bytes(
     service.on("GET", CONTENT, Offer(total=64 * 1024))
     with pytest.raises(InsufficientStorage) as error:
         await client.download("vid_1", tmp_path / "1.mp4", max_bytes=MAX_BYTES)
-    assert error.value.needed == MAX_BYTES + video_client.DISK_MARGIN_BYTES
+    assert error.value.needed == MAX_BYTES + video_download.DISK_MARGIN_BYTES
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
@@ -757,7 +753,7 @@ async def test_a_full_disk_while_writing_is_insufficient_storage(
     def full(out: object, data: bytes) -> None:
         raise OSError(code, "No space left on device")
 
-    monkeypatch.setattr(video_client, "_write", full)
+    monkeypatch.setattr(video_download, "_write", full)
     service.on("GET", CONTENT, mp4_reply())
     with pytest.raises(InsufficientStorage):
         await client.download("vid_1", tmp_path / "1.mp4", max_bytes=MAX_BYTES)
@@ -770,7 +766,7 @@ async def test_other_write_errors_stay_what_they_are(
     def broken(out: object, data: bytes) -> None:
         raise OSError(errno.EIO, "I/O error")
 
-    monkeypatch.setattr(video_client, "_write", broken)
+    monkeypatch.setattr(video_download, "_write", broken)
     service.on("GET", CONTENT, mp4_reply())
     with pytest.raises(OSError) as error:
         await client.download("vid_1", tmp_path / "1.mp4", max_bytes=MAX_BYTES)
@@ -862,18 +858,19 @@ async def test_a_redirect_to_another_internal_host_or_to_plain_http_is_refused_b
 async def test_a_redirect_whose_connection_reaches_an_internal_address_is_refused_before_its_body() -> None:
     """A name may resolve to a public address when checked and to an internal one when connected: the address
     the connection reached is checked too, before a byte of the body is read."""
-    client = VideoServiceClient(MagicMock(spec=aiohttp.ClientSession), "https://api.example.com", KEY)
+    transport = ServiceTransport(MagicMock(spec=aiohttp.ClientSession), "https://api.example.com", KEY,
+                                 timeout_seconds=30, download_timeout_seconds=600)
     response = MagicMock(spec=aiohttp.ClientResponse)
     for peer, refused in ((("127.0.0.2", 443), True), (("10.1.2.3", 443, 0, 0), True), (("93.184.216.34", 443), False)):
         response.connection.transport.get_extra_info.return_value = peer
         if refused:
             with pytest.raises(ProtocolError, match="does not follow"):
-                client._check_peer(response, URL("https://cdn.example.net/v.mp4"))
+                transport._check_peer(response, URL("https://cdn.example.net/v.mp4"))
         else:
-            client._check_peer(response, URL("https://cdn.example.net/v.mp4"))
+            transport._check_peer(response, URL("https://cdn.example.net/v.mp4"))
     # The service's own host is followed wherever it is.
     response.connection.transport.get_extra_info.return_value = ("10.1.2.3", 443)
-    client._check_peer(response, URL("https://api.example.com:8443/storage/v.mp4"))
+    transport._check_peer(response, URL("https://api.example.com:8443/storage/v.mp4"))
 
 
 async def test_a_refused_download_quotes_nothing_of_its_body(

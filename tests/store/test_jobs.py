@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 import bot.store.jobs
+from bot.core.lifecycle import TRANSITIONS
 from bot.store.jobs import (
     ACCEPTED_LATE,
     SCHEMA_VERSION,
-    TRANSITIONS,
     Admission,
     AdmissionRefused,
     DatabaseTooNew,

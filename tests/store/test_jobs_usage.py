@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.core.spending import COUNTED_AT, outcome_of
 from bot.store.jobs import CreditRefused, Job, JobState, JobStore, NewJob
 from tests.conftest import Clock, StoreOpener
 
@@ -191,3 +192,29 @@ async def test_two_admins_at_once_credit_it_once(store: JobStore, clock: Clock) 
     assert len(winners) == 1
     assert all(isinstance(r, CreditRefused) and r.code == "already_credited" for r in results if r not in winners)
     assert (await store.get(failed.id)).credited_by == winners[0].credited_by
+
+
+@pytest.mark.parametrize("charge", [0, 250])
+async def test_the_reports_rows_are_the_python_rules_rows_for_every_state(store: JobStore, charge: int) -> None:
+    """bot/core/spending.py's rules, read in Python, and the store's SQL rendering of them pick the same rows.
+
+    Each state, charged or not, twice: requested inside the window and accepted outside it, and the other way
+    round. Rows are written as they are, past the transitions, so every combination is there.
+    """
+    start, end = 1_000.0, 2_000.0
+    expected: set[int] = set()
+    for state in S:
+        for created, accepted in ((1_500.0, 2_500.0), (500.0, 1_500.0)):
+            job = await store.add_submission(NewJob(model="m", prompt="p", seed=None, user_id=1, guild_id=GUILD,
+                                                    channel_id=1))
+            async with store.transaction():
+                await store.execute(
+                    "UPDATE jobs SET state = ?, charged_yen = ?, created_at = ?, accepted_at = ? WHERE id = ?",
+                    (state, charge, created, accepted if charge else None, job.id),
+                )
+            kind = outcome_of(state, charge)
+            if kind is not None and start <= getattr(await store.get(job.id), COUNTED_AT[kind]) < end:
+                expected.add(job.id)
+
+    assert {job.id for job in await store.usage_jobs(GUILD, start, end)} == expected
+    assert expected  # the rules count something in either case: the comparison is not of two empty sets

@@ -19,7 +19,6 @@ from bot.cli.common import one_process
 from bot.cli.pause import pause
 from bot.config.database_url import password_of, redacted
 from bot.config.settings import Settings, read_settings
-from bot.jobs.intake import PAUSE_KEY
 from bot.store.instance_lock import AlreadyRunning
 from bot.store.jobs import (
     SCHEMA_VERSION,
@@ -34,6 +33,7 @@ from bot.store.jobs import (
     StoreUnavailable,
     load_migrations,
 )
+from bot.store.jobs.meta import HOST_PAUSE
 from bot.store.postgres import PostgresDatabase, translate
 from bot.store.sqlite import SqliteDatabase
 from tests.store import postgres_server as harness
@@ -232,9 +232,9 @@ async def test_pause_and_resume_go_through_the_store(
     store = await open_store(settings)
     try:
         assert await pause(settings, on=True) == 0
-        assert await store.get_meta(PAUSE_KEY) is not None  # the running bot (another process) sees it at once
+        assert await store.get_meta(HOST_PAUSE) is not None  # the running bot (another process) sees it at once
         assert await pause(settings, on=False) == 0
-        assert await store.get_meta(PAUSE_KEY) is None
+        assert await store.get_meta(HOST_PAUSE) is None
     finally:
         await store.close()
     assert "paused in every server" in capsys.readouterr().out

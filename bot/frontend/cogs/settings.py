@@ -25,10 +25,12 @@ from bot.community.server_rules import (
     REROLL_BY,
     SETTING_KEYS,
 )
+from bot.core.discord_limits import CHOICE_NAME, CHOICES, EMBED_DESCRIPTION
 from bot.frontend import settings_embeds
 from bot.frontend.discord_text import inline_code, shorten
 from bot.frontend.i18n import described, t
 from bot.frontend.tree import respond
+from bot.service.catalogue import MAX_ID_CHARS
 
 if TYPE_CHECKING:
     from bot.frontend.bot import VideoBot
@@ -176,7 +178,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
                 await respond(interaction, t(locale, "settings.blocklist.empty"))
                 return
             embed = discord.Embed(title=t(locale, "settings.blocklist.title", count=len(terms)))
-            embed.description = shorten("\n".join(inline_code(term) for term in terms), 4096)
+            embed.description = shorten("\n".join(inline_code(term) for term in terms), EMBED_DESCRIPTION)
             await respond(interaction, embed=embed)
             return
         if term is None:
@@ -229,7 +231,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
             await self._changed(interaction, {"allowed_models": None})
             return
         if model is None or model not in catalogue:
-            await respond(interaction, t(locale, "settings.models.unknown", model=shorten(model or "", 100)))
+            await respond(interaction, t(locale, "settings.models.unknown", model=shorten(model or "", MAX_ID_CHARS)))
             return
         if action.value == "default":
             await self._changed(interaction, {"default_model": model})
@@ -246,9 +248,9 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
     @models.autocomplete("model")
     async def model_autocomplete(self, interaction: Interaction, current: str) -> list[app_commands.Choice[str]]:
         return [
-            app_commands.Choice(name=model_id[:100], value=model_id)
+            app_commands.Choice(name=model_id[:CHOICE_NAME], value=model_id)
             for model_id in self.bot.catalogue.ids if current.lower() in model_id.lower()
-        ][:25]
+        ][:CHOICES]
 
     @app_commands.command(name="language", description=described("cmd.settings.language"))
     @app_commands.describe(language=described("cmd.settings.language.language"))
@@ -271,7 +273,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
     @timezone.autocomplete("zone")
     async def zone_autocomplete(self, interaction: Interaction, current: str) -> list[app_commands.Choice[str]]:
         needle = current.lower()
-        return [app_commands.Choice(name=zone, value=zone) for zone in _ZONES if needle in zone.lower()][:25]
+        return [app_commands.Choice(name=zone, value=zone) for zone in _ZONES if needle in zone.lower()][:CHOICES]
 
     @app_commands.command(name="budget_alert", description=described("cmd.settings.budget_alert"))
     @app_commands.describe(yen=described("cmd.settings.budget_alert.yen"))

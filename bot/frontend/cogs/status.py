@@ -14,6 +14,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.community import trust
+from bot.core.discord_limits import CHOICE_NAME, CHOICES
 from bot.frontend import embeds, gate
 from bot.frontend.discord_text import inline_code
 from bot.frontend.i18n import described, t
@@ -70,13 +71,13 @@ class StatusCog(commands.Cog):
         self, interaction: discord.Interaction[VideoBot], current: str
     ) -> list[app_commands.Choice[str]]:
         # The caller's own requests only, whoever asks (trust: Scope.OWN).
-        jobs = await self.bot.requests.recent(interaction.user.id, interaction.guild_id, limit=25)
+        jobs = await self.bot.requests.recent(interaction.user.id, interaction.guild_id, limit=CHOICES)
         choices = []
         for job in jobs:
             label = f"{job.reference} · {embeds.state_name(job, interaction.locale.value)} · {job.prompt}"
             if current.lower() in label.lower() or current in (job.service_job_id or ""):
-                choices.append(app_commands.Choice(name=label[:100], value=job.reference))
-        return choices[:25]
+                choices.append(app_commands.Choice(name=label[:CHOICE_NAME], value=job.reference))
+        return choices[:CHOICES]
 
 
 async def setup(bot: VideoBot) -> None:
