@@ -49,6 +49,7 @@ class Bot(commands.Bot):
         self.removed: asyncio.Queue[discord.RawMemberRemoveEvent] = asyncio.Queue()
         self.permission_updates: asyncio.Queue[discord.RawAppCommandPermissionsUpdateEvent] = asyncio.Queue()
         self.interactions: asyncio.Queue[discord.Interaction] = asyncio.Queue()
+        self.clicks: asyncio.Queue[discord.Interaction] = asyncio.Queue()
         guild = discord.Object(guild_id)
 
         @app_commands.command(name="video", description="Turn a prompt into a short video")
@@ -62,6 +63,11 @@ class Bot(commands.Bot):
 
         self.tree.add_command(video, guild=guild)
         self.tree.add_command(settings, guild=guild)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        if interaction.type is discord.InteractionType.component:
+            await interaction.response.send_message("seen", ephemeral=True)
+            await self.clicks.put(interaction)
 
     async def on_raw_member_remove(self, payload: discord.RawMemberRemoveEvent) -> None:
         await self.removed.put(payload)
@@ -348,3 +354,39 @@ async def test_a_permissions_update_goes_to_the_guilds_shard_only() -> None:
         assert (await gateways[home].receive_json())["op"] == 11
         for gateway in gateways.values():
             await gateway.close()
+
+
+# -- a click in the bot's DM -------------------------------------------------------------------------------
+
+
+async def test_a_click_on_a_dm_copy_comes_from_the_user_without_a_guild_even_after_they_left(
+    double: DiscordDouble, bot: Bot
+) -> None:
+    view = discord.ui.View(timeout=None).add_item(discord.ui.Button(label="Re-roll", custom_id="video:reroll:1"))
+    sent = await (await bot.fetch_user(REQUESTER_ID)).send("your video", view=view)
+    [stored] = double.messages[sent.channel.id]
+    assert "guild_id" not in stored
+
+    click = await double.send_component(stored, "video:reroll:1", user_id=REQUESTER_ID, roles=[MODERATOR_ROLE])
+    seen = await next_of(bot.clicks)
+    payload = click.payload
+    assert "guild_id" not in payload and "member" not in payload and "guild" not in payload
+    assert payload["user"]["id"] == str(REQUESTER_ID) and payload["context"] == 1
+    assert payload["authorizing_integration_owners"] == {"0": "0"}
+    assert payload["channel"]["type"] == 1 and payload["message"]["id"] == str(sent.id)
+    # discord.py sees a user in a DM: no server, no member, no roles.
+    assert seen.guild_id is None and seen.guild is None and isinstance(seen.channel, discord.DMChannel)
+    assert type(seen.user) is discord.User and seen.user.id == REQUESTER_ID
+    assert seen.context.dm_channel and not seen.is_user_integration()
+    assert seen.data is not None and seen.data.get("custom_id") == "video:reroll:1"
+    assert seen.app_permissions.attach_files and not seen.app_permissions.manage_messages
+    assert (await double.wait_for_callback(click.id))["accepted"]
+
+    # A member who left every server still has the DM, and its button still reaches the bot.
+    await double.remove_member(double.guild_id, REQUESTER_ID)
+    await double.send_component(stored, "video:reroll:1", user_id=REQUESTER_ID)
+    assert (await next_of(bot.clicks)).user.id == REQUESTER_ID
+    # Nobody else can see the DM, let alone click in it.
+    with pytest.raises(LookupError, match="DM with user"):
+        await double.send_component(stored, "video:reroll:1", user_id=BYSTANDER_ID)
+    assert double.unknown_routes == []

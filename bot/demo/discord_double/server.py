@@ -296,7 +296,10 @@ class DiscordDouble(DoubleApp):
         """A user clicks the button `custom_id` of a stored message (a channel message or an interaction's).
 
         As in Discord's client, only a button the message shows can be clicked, on a message that still exists;
-        an ephemeral message only by the member it was shown to.
+        an ephemeral message only by the member it was shown to. A message in the bot's DM with a user (a video
+        delivered there) is clicked by that user only, in the DM's context (`context` 1): the interaction carries
+        `user` instead of `guild_id` and `member`, whether or not the user is still in any guild, and `roles` is
+        ignored.
         """
         buttons = [c for row in message.get("components") or [] for c in row.get("components") or []]
         button = next((c for c in buttons if c.get("custom_id") == custom_id), None)
@@ -412,6 +415,11 @@ class DiscordDouble(DoubleApp):
         roles: list[int] | None,
     ) -> InteractionRecord:
         channel_id = self.channel_ids[0] if channel_id is None else channel_id
+        if channel_id in self._dm_channels:
+            return await self._send_dm_interaction(
+                kind, data, name=name, message=message, user_id=user_id, channel_id=channel_id, locale=locale,
+                attachment_size_limit=attachment_size_limit,
+            )
         guild_id = self.guild_of_channel(channel_id)
         if guild_id is None:
             raise ValueError(f"channel {channel_id} is not a text channel of a guild")
@@ -458,17 +466,82 @@ class DiscordDouble(DoubleApp):
             "authorizing_integration_owners": {"0": str(guild_id)},
             "context": 0,
         }
+        return await self._dispatch_interaction(
+            payload, name=name if name is not None else data["name"], message=message, user_id=user_id,
+            channel_id=channel_id, attachment_size_limit=size_limit,
+        )
+
+    async def _send_dm_interaction(
+        self,
+        kind: int,
+        data: dict[str, Any],
+        *,
+        name: str | None,
+        message: dict[str, Any] | None,
+        user_id: int,
+        channel_id: int,
+        locale: str,
+        attachment_size_limit: int | None,
+    ) -> InteractionRecord:
+        """An interaction in the bot's DM with a user, as Discord sends it: no `guild_id`, `guild`, `member` or
+        `guild_locale`; the `user`, the DM channel, `context` 1 (BOT_DM) and the guild install's owner "0"."""
+        channel = self._dm_channels[channel_id]
+        recipient = int(channel["recipients"][0]["id"])
+        if user_id != recipient:
+            raise LookupError(f"channel {channel_id} is the bot's DM with user {recipient}, not with {user_id}")
+        if not self._live_sessions():
+            raise RuntimeError("no gateway session is connected; start the bot and await wait_ready()")
+        if 0 not in self.connected_shards():
+            raise RuntimeError("DMs go to shard 0, which no gateway session has identified as")
+        size_limit = self.default_upload_limit if attachment_size_limit is None else attachment_size_limit
+        payload: dict[str, Any] = {
+            "id": str(self._ids.next()),
+            "application_id": str(self.application_id),
+            "type": kind,
+            "token": "aW50ZXJhY3Rpb24" + secrets.token_urlsafe(96),
+            "version": 1,
+            "data": data,
+            "channel_id": str(channel_id),
+            "channel": dict(channel),
+            "user": dict(self._user(user_id)),
+            # What a bot may do in its own DM: attach files, embed links, mention everyone, use external emojis.
+            "app_permissions": str(_payloads.DM_APP_PERMISSIONS),
+            "locale": locale,
+            "attachment_size_limit": size_limit,
+            "entitlements": [],
+            "entitlement_sku_ids": [],
+            # A guild-installed app used in its bot's DM: the guild install's owner is "0".
+            "authorizing_integration_owners": {"0": "0"},
+            "context": 1,
+        }
+        return await self._dispatch_interaction(
+            payload, name=name if name is not None else data["name"], message=message, user_id=user_id,
+            channel_id=channel_id, attachment_size_limit=size_limit,
+        )
+
+    async def _dispatch_interaction(
+        self,
+        payload: dict[str, Any],
+        *,
+        name: str,
+        message: dict[str, Any] | None,
+        user_id: int,
+        channel_id: int,
+        attachment_size_limit: int,
+    ) -> InteractionRecord:
+        """Record the interaction and send it as INTERACTION_CREATE (a guild's to its shard, a DM's to shard 0)."""
         if message is not None:
             # A component interaction carries the message its component is on.
             payload["message"] = self._wire(message)
+        interaction_id, token = payload["id"], payload["token"]
         record = InteractionRecord(
             id=interaction_id,
             token=token,
-            type=kind,
-            name=name if name is not None else data["name"],
+            type=payload["type"],
+            name=name,
             channel_id=channel_id,
             user_id=user_id,
-            attachment_size_limit=size_limit,
+            attachment_size_limit=attachment_size_limit,
             payload=payload,
             created_at=time.monotonic(),
             message=message,
