@@ -261,6 +261,33 @@ def may_use(
     ).allowed
 
 
+@dataclass(frozen=True, slots=True)
+class CommandAccess:
+    """Everything `decide` reads about one command in one guild, the member aside: what a caller gathers once per
+    guild (the command's id and `default_member_permissions` from the synced commands, the entries from the guild's
+    permissions) and asks about each member."""
+
+    command_id: int
+    application_id: int
+    guild_id: int
+    default_member_permissions: int | None
+    entries_by_target: Mapping[int, Sequence[PermissionEntry]]
+
+    def decide(self, *, user_id: int, role_ids: Iterable[int], channel_id: int, member_permissions: int) -> Decision:
+        """`decide` for this member in that channel (a thread's parent channel for a thread)."""
+        return decide(
+            command_id=self.command_id,
+            application_id=self.application_id,
+            guild_id=self.guild_id,
+            channel_id=channel_id,
+            user_id=user_id,
+            role_ids=role_ids,
+            member_permissions=member_permissions,
+            default_member_permissions=self.default_member_permissions,
+            entries_by_target=self.entries_by_target,
+        )
+
+
 def _setting(entries: Sequence[PermissionEntry], kind: PermissionType, target: int) -> bool | None:
     """The entry for that target: None if there is none; if there are several, a deny among them wins."""
     values = [entry.permission for entry in entries if entry.type == kind and entry.id == target]

@@ -8,6 +8,7 @@ import pytest
 
 from bot.community.command_permissions import (
     ADMINISTRATOR,
+    CommandAccess,
     CommandPermissions,
     Decision,
     PermissionEntry,
@@ -388,3 +389,20 @@ def test_a_decision_as_the_bot_would_make_it_from_discords_json() -> None:
     targets[COMMAND] = (*targets[COMMAND], channel(HERE, True))
     assert may_use(channel_id=HERE, role_ids=[GUILD, HELPER], **common)
     assert not may_use(channel_id=HERE, role_ids=[GUILD], **common)
+
+
+def test_command_access_decides_for_each_member_as_decide_does() -> None:
+    entries = entries_by_target([
+        CommandPermissions(COMMAND, APP, GUILD, (role(HELPER, False),)),
+        CommandPermissions(APP, APP, GUILD, (channel(THERE, False),)),
+    ])
+    access = CommandAccess(COMMAND, APP, GUILD, None, entries)
+    assert access.decide(user_id=MEMBER, role_ids=[HELPER], channel_id=HERE, member_permissions=SEND_MESSAGES) \
+        == Decision(False, Rule.COMMAND_ROLES)
+    assert access.decide(user_id=SOMEONE_ELSE, role_ids=[], channel_id=THERE, member_permissions=SEND_MESSAGES) \
+        == Decision(False, Rule.APPLICATION_CHANNEL)
+    assert access.decide(user_id=SOMEONE_ELSE, role_ids=[], channel_id=HERE, member_permissions=SEND_MESSAGES) \
+        == Decision(True, Rule.DEFAULT_EVERYONE)
+    nobody = CommandAccess(COMMAND, APP, GUILD, 0, {})
+    assert not nobody.decide(user_id=MEMBER, role_ids=[], channel_id=HERE, member_permissions=SEND_MESSAGES).allowed
+    assert nobody.decide(user_id=MEMBER, role_ids=[], channel_id=HERE, member_permissions=ADMINISTRATOR).allowed
