@@ -24,6 +24,7 @@ from bot.config.settings import Settings
 from bot.config.shards import ShardPlan
 from bot.frontend.buttons import DYNAMIC_ITEMS
 from bot.frontend.i18n import CatalogueTranslator
+from bot.frontend.permissions import SpendingAccess
 from bot.frontend.tree import VideoCommandTree
 from bot.jobs.chores import Housekeeping
 from bot.jobs.intake import VideoRequests
@@ -105,6 +106,9 @@ class VideoBot(commands.AutoShardedBot):
             allowed_contexts=app_commands.AppCommandContext(guild=True, dm_channel=False, private_channel=False),
         )
         self.settings = settings
+        # What a spending button reads from Discord to be held to what /video is held to (membership, command
+        # permissions), kept current by the gateway's permission updates.
+        self.access = SpendingAccess.of(self, self.tree, command_guild_id=settings.discord_guild_id)
         # Read before the cogs load: /video's shape depends on it.
         self.catalogue = catalogue
         self._open_services = open_services
@@ -150,6 +154,11 @@ class VideoBot(commands.AutoShardedBot):
 
     async def on_shard_ready(self, shard_id: int) -> None:
         log.info("shard %d of %s ready", shard_id, self.shard_count)
+        # A new gateway session (not a resumed one): command permission updates may have been missed meanwhile.
+        self.access.permissions.forget()
+
+    async def on_raw_app_command_permissions_update(self, event: discord.RawAppCommandPermissionsUpdateEvent) -> None:
+        self.access.updated(event)
 
     async def on_ready(self) -> None:
         # An AutoShardedBot's on_ready comes once every shard of this process is ready; it fires again
@@ -202,6 +211,7 @@ class VideoBot(commands.AutoShardedBot):
         await self.leave_if_unlisted(guild)
 
     async def on_guild_remove(self, guild: discord.Guild) -> None:
+        self.access.permissions.forget(guild.id)
         await self.services.housekeeping.forget_server(guild.id)
 
     async def leave_if_unlisted(self, guild: discord.Guild) -> bool:
@@ -242,6 +252,7 @@ class VideoBot(commands.AutoShardedBot):
             log.info("slash commands unchanged since the last sync; not syncing")
             return False
         synced = await self.tree.sync(guild=guild)
+        self.access.commands.remember(guild.id if guild is not None else None, synced)
         await self.store.set_meta(key, digest)
         log.info("synced %d slash commands %s", len(synced), f"to server {guild.id}" if guild else "globally")
         return True

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from unittest.mock import AsyncMock, MagicMock
 
 import aiohttp
 import discord
 import pytest
+from discord import app_commands
 
 from bot.app import catalogue_of
 from bot.demo.discord_double._commands import CommandSchemaError, validate_commands
@@ -227,11 +228,33 @@ async def test_the_digest_changes_when_a_translation_changes(bot: VideoBot, monk
     assert await bot.command_digest(None) != before
 
 
+def registered(command: app_commands.Command[Any, ..., Any] | app_commands.Group | app_commands.ContextMenu,
+               command_id: int) -> app_commands.AppCommand:
+    """The command as Discord answers a sync with it: with its id."""
+    answer = MagicMock(spec=app_commands.AppCommand)
+    answer.name, answer.id = command.name, command_id
+    answer.default_member_permissions = command.default_permissions
+    return cast(app_commands.AppCommand, answer)
+
+
 @pytest.fixture
 def sync(bot: VideoBot, monkeypatch: pytest.MonkeyPatch) -> AsyncMock:
-    mock = AsyncMock(side_effect=lambda *, guild=None: list(bot.tree.get_commands(guild=guild)))
+    mock = AsyncMock(side_effect=lambda *, guild=None: [
+        registered(command, 990_000_000_000_000_000 + n) for n, command in enumerate(bot.tree.get_commands(guild=guild))
+    ])
     monkeypatch.setattr(bot.tree, "sync", mock)
     return mock
+
+
+async def test_the_sync_tells_the_buttons_videos_id(bot: VideoBot, sync: AsyncMock, monkeypatch: pytest.MonkeyPatch
+                                                    ) -> None:
+    fetch = AsyncMock(side_effect=AssertionError("the sync's answer says it"))
+    monkeypatch.setattr(bot.tree, "fetch_commands", fetch)
+    await bot.sync_commands()
+    names = [command.name for command in bot.tree.get_commands()]
+    video = await bot.access.commands.get(None)
+    assert video is not None and video.id == 990_000_000_000_000_000 + names.index("video")
+    assert video.default_member_permissions is None
 
 
 async def test_sync_happens_once_then_is_skipped_while_nothing_changed(bot: VideoBot, sync: AsyncMock) -> None:
