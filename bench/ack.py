@@ -150,7 +150,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
         self.args = args
         self.workdir = workdir
-        self.double = DiscordDouble()
+        self.double = DiscordDouble(bot_public=False)  # a public one with no server list does not start
         self.users = [FIRST_USER_ID + i for i in range(args.users)]
         self.sent: list[Sent] = []
         self.simulator: asyncio.subprocess.Process | None = None

@@ -75,6 +75,9 @@ class Settings:
     # The host's control above the servers: which servers may use the bot (empty: all), and whether to leave others.
     allowed_guild_ids: frozenset[int] = frozenset()
     leave_unlisted_guilds: bool = False
+    #: The host's explicit acceptance that, with a public application and no ALLOWED_GUILD_IDS, anyone who adds the
+    #: bot to a server of their own spends the key (bot/community/trust.py `public_bot_refusal`).
+    allow_public_bot_spending: bool = False
     prompt_retention_days: int = 90
     # The Prometheus endpoint (/metrics) is off unless a port is set; loopback only unless told otherwise.
     metrics_port: int | None = None
@@ -279,6 +282,7 @@ def read_settings(env: Mapping[str, str]) -> Settings:
         ),
         allowed_guild_ids=r.parsed("ALLOWED_GUILD_IDS", frozenset(), _id_set, "a comma-separated list of server ids"),
         leave_unlisted_guilds=r.parsed("LEAVE_UNLISTED_GUILDS", False, _bool, "true or false"),
+        allow_public_bot_spending=r.parsed("ALLOW_PUBLIC_BOT_SPENDING", False, _bool, "true or false"),
         prompt_retention_days=r.parsed("PROMPT_RETENTION_DAYS", 90, _positive_int, "a whole number of days above 0"),
         metrics_port=r.parsed("METRICS_PORT", None, _port, "a TCP port from 1 to 65535"),
         metrics_host=r.raw("METRICS_HOST") or "127.0.0.1",

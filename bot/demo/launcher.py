@@ -97,7 +97,8 @@ class Demo:
         self.simulator = VideoServiceSimulator(
             SimulatorConfig(api_key=DEMO_API_KEY, job_seconds=JOB_SECONDS, max_budget=BUDGET_YEN)
         )
-        self.double = DiscordDouble()
+        # A private application, as the set-up asks for (a public one with no server list does not start).
+        self.double = DiscordDouble(bot_public=False)
         self.narrator = Narrator(self.double, say, names={MEMBER_ID: MEMBER_NAME},
                                  channel_names={self.double.channel_ids[0]: CHANNEL_NAME})
         self.log_path = workdir / "bot.log"

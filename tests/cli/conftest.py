@@ -14,7 +14,7 @@ from tests.discord_double import DiscordDouble
 
 @pytest.fixture
 async def double() -> AsyncIterator[DiscordDouble]:
-    async with DiscordDouble() as d:
+    async with DiscordDouble(bot_public=False) as d:  # a public one with no server list does not start
         yield d
 
 

@@ -177,3 +177,11 @@ def test_a_bad_shard_count_is_one_problem_not_two() -> None:
     with pytest.raises(SettingsError) as error:
         read_settings({**REQUIRED, "SHARD_COUNT": "many", "SHARD_IDS": "0"})
     assert error.value.problems == ["SHARD_COUNT must be a whole number of shards, 1 or more"]
+
+
+def test_a_public_bots_spending_is_off_unless_the_host_says_so() -> None:
+    assert read_settings(REQUIRED).allow_public_bot_spending is False
+    assert read_settings({**REQUIRED, "ALLOW_PUBLIC_BOT_SPENDING": "1"}).allow_public_bot_spending is True
+    with pytest.raises(SettingsError) as error:
+        read_settings({**REQUIRED, "ALLOW_PUBLIC_BOT_SPENDING": "maybe"})
+    assert error.value.problems == ["ALLOW_PUBLIC_BOT_SPENDING must be true or false"]

@@ -13,7 +13,8 @@ from tests.e2e.harness import USER_ID, BotProcess
 
 @pytest.fixture
 async def double() -> AsyncIterator[DiscordDouble]:
-    d = DiscordDouble()
+    # A private application, as the set-up asks for: a public one with no server list does not start.
+    d = DiscordDouble(bot_public=False)
     await d.start()
     d.add_member(USER_ID, name="requester")
     yield d

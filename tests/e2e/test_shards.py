@@ -23,7 +23,7 @@ SKIPPED = "not syncing slash commands: the process running shard 0 does"
 @pytest.fixture
 async def double() -> AsyncIterator[DiscordDouble]:
     """The e2e fixtures' double, with two shards and a server on each (added before any bot identifies)."""
-    d = DiscordDouble(shard_count=SHARDS)
+    d = DiscordDouble(shard_count=SHARDS, bot_public=False)
     for shard in range(SHARDS):
         d.add_guild(shard=shard, channels=1)
     await d.start()
