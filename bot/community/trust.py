@@ -10,10 +10,19 @@ from the interaction alone (the command tree's `interaction_check`, a button's f
 a lookup is about once it is read, the server's member rules when a request is checked before it is recorded,
 and the spending limits in the store's own transaction that records it (bot/store/jobs.py `add_submission`).
 
+Discord checks a slash command before the bot sees it (the member is in the server, and the server's command
+permissions let them use it there) and checks no button. So the buttons that spend pass those two checks here too,
+from what the front end read from Discord once the row names the server (`Standing`, bot/frontend/permissions.py):
+a click in a DM from someone no longer in the server, or from a member the server's settings keep from /video,
+spends nothing.
+
 Safe by default: a check whose fact was not gathered raises `MissingFact` (an internal error, nothing done),
-never passes. To add a check (say, Discord's command permissions for /video, or current membership): add it to
-`Check`, give it a stage, a predicate in `_PREDICATES` that reads a new field of `Facts`, list it in the
-policies of the actions it binds, and have the front end gather the fact.
+never passes; a fact Discord could not give now refuses too. To add a check: add it to `Check`, give it a stage,
+a predicate in `_PREDICATES` that reads a new field of `Facts`, list it in the policies of the actions it binds,
+and have the front end gather the fact.
+
+The application itself is held to one rule before anything runs (`public_bot`): a public application with no
+server list does not serve, unless the host accepts that risk by name.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import TypeVar
 
+from bot.community.command_permissions import CommandAccess
 from bot.community.server_rules import RerollBy, ServerSettings
 from bot.store.servers import MemberRecord
 
@@ -41,6 +51,8 @@ class Check(StrEnum):
     OWNER = "owner"  # the row is the clicker's own
     OWNER_OR_MANAGE_MESSAGES = "owner_or_manage_messages"
     REROLL_BY = "reroll_by"  # the video's requester, or anyone where the server's /settings reroll says so
+    STILL_MEMBER = "still_member"  # the clicker is in the server now (a click in a DM: as Discord answers now)
+    VIDEO_PERMISSION = "video_permission"  # the server's command permissions for /video let the clicker use it
     SEES_REQUEST = "sees_request"  # the request is the caller's own, or the caller has Manage Server
     MEMBER_RULES = "member_rules"  # the server's channels, roles and blocked members
     SPENDING_LIMITS = "spending_limits"  # caps, cooldown and videos in flight: the store's recording transaction
@@ -50,6 +62,7 @@ class Stage(Enum):
     HOST = "host"
     CALLER = "caller"
     TARGET = "target"
+    DISCORD = "discord"  # what Discord says of the clicker in the row's server now, read by the front end
     REQUEST = "request"
     STORE = "store"
 
@@ -65,6 +78,8 @@ STAGE: dict[Check, Stage] = {
     Check.OWNER_OR_MANAGE_MESSAGES: Stage.TARGET,
     Check.REROLL_BY: Stage.TARGET,
     Check.SEES_REQUEST: Stage.TARGET,
+    Check.STILL_MEMBER: Stage.DISCORD,
+    Check.VIDEO_PERMISSION: Stage.DISCORD,
     Check.MEMBER_RULES: Stage.REQUEST,
     Check.SPENDING_LIMITS: Stage.STORE,
 }
@@ -104,6 +119,8 @@ class Policy:
 _C = Check
 _SERVER = (_C.IN_SERVER, _C.SERVER_LISTED)
 _ADMIN = (*_SERVER, _C.MANAGE_SERVER)
+#: What Discord checks before a slash command reaches the bot, and a button that spends must pass too.
+_AS_VIDEO = (_C.STILL_MEMBER, _C.VIDEO_PERMISSION)
 
 #: The subcommands of /settings (bot/frontend/cogs/settings.py): each is an action, all bound alike.
 SETTINGS_SUBCOMMANDS = (
@@ -141,12 +158,12 @@ POLICY: dict[str, Policy] = {
     "/settings models model": Policy(Kind.AUTOCOMPLETE, _ADMIN),
     "/settings timezone zone": Policy(Kind.AUTOCOMPLETE, _ADMIN),
     REROLL: Policy(Kind.BUTTON, (_C.SERVER_LISTED, _C.NOT_PAUSED, _C.SAME_SERVER, _C.BOT_MESSAGE, _C.REROLL_BY,
-                                 _C.MEMBER_RULES)),
+                                 *_AS_VIDEO, _C.MEMBER_RULES)),
     DELETE: Policy(Kind.BUTTON, (_C.SERVER_LISTED, _C.SAME_SERVER, _C.BOT_MESSAGE, _C.OWNER_OR_MANAGE_MESSAGES)),
     CONFIRM: Policy(Kind.BUTTON, (_C.SERVER_LISTED, _C.NOT_PAUSED, _C.SAME_SERVER, _C.BOT_MESSAGE, _C.OWNER,
-                                  _C.REROLL_BY, _C.MEMBER_RULES, _C.SPENDING_LIMITS)),
+                                  _C.REROLL_BY, *_AS_VIDEO, _C.MEMBER_RULES, _C.SPENDING_LIMITS)),
     GENERATE: Policy(Kind.BUTTON, (_C.SERVER_LISTED, _C.NOT_PAUSED, _C.SAME_SERVER, _C.BOT_MESSAGE, _C.OWNER,
-                                   _C.MEMBER_RULES, _C.SPENDING_LIMITS)),
+                                   *_AS_VIDEO, _C.MEMBER_RULES, _C.SPENDING_LIMITS)),
     CANCEL_OFFER: Policy(Kind.BUTTON, (_C.SERVER_LISTED, _C.SAME_SERVER, _C.BOT_MESSAGE, _C.OWNER)),
     CANCEL_REQUEST: Policy(Kind.BUTTON, (_C.SERVER_LISTED, _C.SAME_SERVER, _C.BOT_MESSAGE, _C.OWNER)),
     # Chores act for nobody: a server the host no longer lists hears nothing more from the bot, but a paid
@@ -226,6 +243,35 @@ class Reroll:
 
 
 @dataclass(frozen=True)
+class Membership:
+    """The clicker as a member of the row's server now: the interaction's member for a click there, the member
+    Discord answers with for a click in a DM."""
+
+    role_ids: frozenset[int]
+    #: Their permissions (bits) in the request's channel, as Discord computes them.
+    permissions: int
+    #: The channel command permissions are read for: the request's, or its parent channel for a thread.
+    channel_id: int
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What Discord says of the clicker in the row's server now (bot/frontend/permissions.py reads it).
+
+    `member` None: not a member (left, kicked or banned). `video`: /video's command permissions there (None when
+    there is no member to ask about). `readable` False: Discord could not be asked now; both checks refuse.
+    """
+
+    readable: bool
+    member: Membership | None = None
+    video: CommandAccess | None = None
+
+    @classmethod
+    def unreadable(cls) -> Standing:
+        return cls(False)
+
+
+@dataclass(frozen=True)
 class Facts:
     """What the front end gathered about one interaction (or the server a chore would speak to)."""
 
@@ -238,6 +284,7 @@ class Facts:
     target: Target | None = None
     reroll: Reroll | None = None
     member: MemberRules | None = None
+    standing: Standing | None = None
 
     @property
     def server_id(self) -> int | None:
@@ -345,6 +392,30 @@ def _sees_request(action: str, facts: Facts, host: Host) -> Verdict:
     return _no(policy(action).unknown)  # someone else's request answers exactly as one that does not exist
 
 
+def _standing(action: str, facts: Facts, check: Check) -> Standing:
+    return _need(facts.standing, action, check, "what Discord says of the member")
+
+
+def _still_member(action: str, facts: Facts, host: Host) -> Verdict:
+    standing = _standing(action, facts, Check.STILL_MEMBER)
+    if not standing.readable:
+        return _no("standing_unreadable")
+    return None if standing.member is not None else _no("not_member")
+
+
+def _video_permission(action: str, facts: Facts, host: Host) -> Verdict:
+    standing = _standing(action, facts, Check.VIDEO_PERMISSION)
+    if not standing.readable:
+        return _no("standing_unreadable")
+    if standing.member is None:
+        return _no("not_member")
+    video = _need(standing.video, action, Check.VIDEO_PERMISSION, "/video's command permissions")
+    member = standing.member
+    decision = video.decide(user_id=_user(action, facts, Check.VIDEO_PERMISSION), role_ids=member.role_ids,
+                            channel_id=member.channel_id, member_permissions=member.permissions)
+    return None if decision.allowed else _no("video_denied")
+
+
 def _member_rules(action: str, facts: Facts, host: Host) -> Verdict:
     member = _need(facts.member, action, Check.MEMBER_RULES, "the member rules")
     if member.blocked:
@@ -371,6 +442,8 @@ _PREDICATES: dict[Check, Predicate] = {
     Check.OWNER_OR_MANAGE_MESSAGES: _owner_or_manage_messages,
     Check.REROLL_BY: _reroll_by,
     Check.SEES_REQUEST: _sees_request,
+    Check.STILL_MEMBER: _still_member,
+    Check.VIDEO_PERMISSION: _video_permission,
     Check.MEMBER_RULES: _member_rules,
     Check.SPENDING_LIMITS: _in_the_store,
 }
@@ -408,3 +481,44 @@ def sees_server(action: str, facts: Facts) -> bool:
     if scope is Scope.NONE:
         raise UnknownAction(f"{action} shows no requests")
     return scope is Scope.OWN_OR_SERVER and facts.manage_server
+
+
+# -- the application ------------------------------------------------------------------------------------
+
+#: Why a public application with no server list does not start, and both ways out: one line.
+PUBLIC_BOT_REFUSAL = (
+    'the Discord application is public ("Public Bot" is on) and ALLOWED_GUILD_IDS is empty, so anyone could add '
+    'the bot to a server of their own and spend the key: turn off "Public Bot" on the Bot page of the Developer '
+    "Portal, or set ALLOWED_GUILD_IDS to your servers"
+)
+#: The start-up warning of a host who accepted that risk (ALLOW_PUBLIC_BOT_SPENDING).
+PUBLIC_BOT_ACCEPTED = (
+    "the Discord application is public and ALLOWED_GUILD_IDS is empty: ALLOW_PUBLIC_BOT_SPENDING lets any server "
+    "that adds the bot spend the key"
+)
+
+
+class PublicBot(Enum):
+    """Who can put the application to work, and so spend the key."""
+
+    PRIVATE = "private"  # only its owner can add it to a server
+    LISTED = "listed"  # public, but the host's server list binds every interaction
+    REFUSED = "refused"  # public, no server list: anyone's server spends the key
+    ACCEPTED = "accepted"  # as REFUSED, and the host said so (ALLOW_PUBLIC_BOT_SPENDING)
+
+
+class PublicBotRefused(Exception):
+    """The application is public and no server list is set: the bot does not serve."""
+
+    def __init__(self) -> None:
+        super().__init__(PUBLIC_BOT_REFUSAL)
+
+
+def public_bot(*, bot_public: bool, allowed_guild_ids: Collection[int], accepted: bool) -> PublicBot:
+    """Safe by default: Discord makes a new application public ("Public Bot" on), and the bot serves every server
+    when ALLOWED_GUILD_IDS is empty, so together they hand the key to anyone who finds the bot."""
+    if not bot_public:
+        return PublicBot.PRIVATE
+    if allowed_guild_ids:
+        return PublicBot.LISTED
+    return PublicBot.ACCEPTED if accepted else PublicBot.REFUSED

@@ -9,6 +9,9 @@ Whatever spends money goes through `VideoRequests.record` and `send`, exactly as
 Dynamic items do not pass the command tree's `interaction_check`: each click asks the trust model itself
 (bot/community/trust.py, its actions in `ACTIONS`), first with what the interaction alone tells (the host's
 rules), then with the row it is about (whose it is, the message the bot wrote for it, the server's rules).
+A click that spends (Re-roll, Confirm, Generate) is also held to what Discord holds /video to, read from Discord
+for the row's server (bot/frontend/permissions.py): the clicker is still a member there, and the server's command
+permissions let them use /video in the request's channel.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from bot.core.log_context import job_fields
 from bot.frontend import embeds, gate
 from bot.frontend.discord_text import fit_content, plain
 from bot.frontend.i18n import t, yen
+from bot.frontend.permissions import SpendingAccess
 from bot.frontend.tree import answer_error, respond
 from bot.jobs.intake import RequestCancelled, VideoRequests, interaction_expiry
 from bot.jobs.offers import Offers, new_seed, request_of
@@ -53,15 +57,11 @@ class ButtonHost(Protocol):
     requests: VideoRequests
     catalogue: Catalogue
     offers: Offers
+    access: SpendingAccess
 
 
 def _host(interaction: Interaction) -> ButtonHost:
     return cast(ButtonHost, interaction.client)
-
-
-def _roles(interaction: Interaction) -> list[int]:
-    member = interaction.user
-    return [role.id for role in member.roles] if isinstance(member, discord.Member) else []
 
 
 async def _private(interaction: Interaction, key: str, **params: object) -> None:
@@ -118,9 +118,10 @@ class _RowButton(discord.ui.DynamicItem[Button], template=r"(?!)"):  # matches n
 
 async def _allowed(interaction: Interaction, action: str, stages: Collection[trust.Stage], *,
                    target: trust.Target | None = None, reroll: trust.Reroll | None = None,
-                   member: trust.MemberRules | None = None) -> bool:
+                   member: trust.MemberRules | None = None, standing: trust.Standing | None = None) -> bool:
     """The trust model's answer for this click; a refusal is answered here, privately."""
-    decision = await gate.decide(interaction, action, stages, target=target, reroll=reroll, member=member)
+    decision = await gate.decide(interaction, action, stages, target=target, reroll=reroll, member=member,
+                                 standing=standing)
     if decision.allowed:
         return True
     log.info("%s refused for user %s in server %s: %s", action, interaction.user.id, interaction.guild_id,
@@ -129,8 +130,22 @@ async def _allowed(interaction: Interaction, action: str, stages: Collection[tru
     return False
 
 
-#: What a click is checked at once its row is read (the member rules too, for Re-roll: at the click).
+#: What a click is checked at once its row is read.
 _ON_ITS_ROW = frozenset({trust.Stage.HOST, trust.Stage.CALLER, trust.Stage.TARGET})
+#: Then, for a click that spends, what Discord says of the clicker in the row's server (and for Re-roll the member
+#: rules with the roles Discord gave: Confirm and Generate have them checked when the request is recorded).
+_AS_VIDEO = frozenset({trust.Stage.DISCORD})
+_AS_VIDEO_AND_MEMBER_RULES = frozenset({trust.Stage.DISCORD, trust.Stage.REQUEST})
+
+
+async def _standing(interaction: Interaction, guild_id: int | None, channel_id: int) -> trust.Standing:
+    """The clicker in the request's server and channel now, as Discord says (read only once the row is known)."""
+    return await _host(interaction).access.standing(interaction, guild_id, channel_id)
+
+
+def _role_ids(standing: trust.Standing) -> frozenset[int]:
+    """The roles Discord gave for the clicker (none for one who is not a member: refused before they count)."""
+    return standing.member.role_ids if standing.member is not None else frozenset()
 
 
 async def _recorded(read: Callable[[], Awaitable[R | None]], message_of: Callable[[R], int | None]) -> R | None:
@@ -307,11 +322,15 @@ class RerollButton(_RowButton, id_format="video:reroll:{id}"):
         host = _host(interaction)
         # For the server the video belongs to (a click on its DM copy too), read now.
         rules = await host.requests.rules.for_request(job.guild_id, interaction.user.id)
-        if not await _allowed(
-            interaction, trust.REROLL, trust.EVERY_STAGE, target=_job_target(job, _posted(job)),
-            reroll=trust.Reroll(job.user_id, rules.server.reroll_by),
-            member=trust.MemberRules.of(rules.server, rules.member, job.channel_id, _roles(interaction)),
-        ):
+        target = _job_target(job, _posted(job))
+        reroll = trust.Reroll(job.user_id, rules.server.reroll_by)
+        if not await _allowed(interaction, trust.REROLL, _ON_ITS_ROW, target=target, reroll=reroll):
+            return
+        # Where the re-roll would be posted: the video's own channel, whichever channel (or DM) it was clicked in.
+        standing = await _standing(interaction, job.guild_id, job.channel_id)
+        member = trust.MemberRules.of(rules.server, rules.member, job.channel_id, _role_ids(standing))
+        if not await _allowed(interaction, trust.REROLL, _AS_VIDEO_AND_MEMBER_RULES, target=target, reroll=reroll,
+                              member=member, standing=standing):
             return
         if not job.prompt:
             await _private(interaction, "reroll.prompt_erased", ref=job.reference)
@@ -407,6 +426,10 @@ class OfferGoButton(_RowButton, id_format="video:offer:{id}:go"):
         # The member rules and the spending limits are checked when the request is recorded, below.
         if not await _allowed(interaction, action, _ON_ITS_ROW, target=_offer_target(offer), reroll=reroll):
             return
+        # Checked before the offer is used: refused now, it can still be used once the clicker may.
+        standing = await _standing(interaction, offer.guild_id, offer.channel_id)
+        if not await _allowed(interaction, action, _AS_VIDEO, target=_offer_target(offer), standing=standing):
+            return
         if source is not None:
             if not source.prompt:
                 await _private(interaction, "reroll.prompt_erased", ref=source.reference)
@@ -421,7 +444,8 @@ class OfferGoButton(_RowButton, id_format="video:offer:{id}:go"):
             upload_limit_bytes=interaction.filesize_limit,
         )
         # Once recorded, the offer's message keeps its text and loses its buttons; the request's answers follow.
-        await start_request(interaction, request, _roles(interaction), action=action, offer_id=offer.id,
+        # The member rules see the roles Discord gave now (a click in a DM carries none).
+        await start_request(interaction, request, _role_ids(standing), action=action, offer_id=offer.id,
                             acknowledge=lambda: interaction.response.edit_message(view=None))
 
 

@@ -29,7 +29,7 @@ class TrustClient(Protocol):
 
 
 def facts_of(interaction: Interaction, *, target: trust.Target | None = None, reroll: trust.Reroll | None = None,
-             member: trust.MemberRules | None = None) -> trust.Facts:
+             member: trust.MemberRules | None = None, standing: trust.Standing | None = None) -> trust.Facts:
     """The facts an interaction carries, with those the caller read from the database."""
     permissions = interaction.permissions
     message = interaction.message if interaction.type is discord.InteractionType.component else None
@@ -43,16 +43,18 @@ def facts_of(interaction: Interaction, *, target: trust.Target | None = None, re
         target=target,
         reroll=reroll,
         member=member,
+        standing=standing,
     )
 
 
 async def decide(interaction: Interaction, action: str, stages: Collection[trust.Stage], *,
                  target: trust.Target | None = None, reroll: trust.Reroll | None = None,
-                 member: trust.MemberRules | None = None) -> trust.Decision:
+                 member: trust.MemberRules | None = None, standing: trust.Standing | None = None) -> trust.Decision:
     """The trust model's answer for this interaction, at these stages (the host's pause read only if checked)."""
     client = cast(TrustClient, interaction.client)
     host = await client.requests.host_rules(action, stages)
-    return trust.decide(action, facts_of(interaction, target=target, reroll=reroll, member=member), host, stages)
+    facts = facts_of(interaction, target=target, reroll=reroll, member=member, standing=standing)
+    return trust.decide(action, facts, host, stages)
 
 
 #: The answer to each refusal of the model (the member rules' and the host's are the request refusals' own).
@@ -63,6 +65,9 @@ _TEXTS = {
     "not_yours": "button.not_yours",
     "delete_refused": "delete.refused",
     "reroll_not_allowed": "reroll.not_allowed",
+    "not_member": "spend.not_member",
+    "video_denied": "spend.video_denied",
+    "standing_unreadable": "spend.standing_unreadable",
 }
 _REQUEST_REFUSALS: frozenset[str] = frozenset(get_args(RefusalCode))
 

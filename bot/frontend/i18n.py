@@ -286,6 +286,12 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "spent.",
         "reroll.prompt_erased": "The prompt of {ref} was erased under the bot's retention rules, so it cannot be "
         "re-rolled. Nothing was spent.",
+        "spend.not_member": "You are no longer a member of the server this was made in, so this button cannot spend "
+        "there. Nothing was spent.",
+        "spend.video_denied": "This server's settings (Server Settings → Integrations) do not let you use /video "
+        "there, and this button spends as /video does. Nothing was spent.",
+        "spend.standing_unreadable": "Discord could not tell the bot just now whether you may use /video there. "
+        "Nothing was spent; try again in a moment.",
         "confirm.offer": "Make this video? Model: {model} · Cost: {price} from the shared budget.\n> {prompt}\n"
         "Nothing is sent or spent until you click Generate, {when} at the latest.",
         "offer.cancelled": "Cancelled. Nothing was sent or spent.",
@@ -625,6 +631,12 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "{when}までに確定してください（不要ならそのままで構いません）。",
         "reroll.not_allowed": "このサーバーでは、動画をリクエストした本人だけが再生成できます。費用はかかっていません。",
         "reroll.prompt_erased": "{ref} のプロンプトは保存期間のルールにより消去済みのため、再生成できません。費用はかかっていません。",
+        "spend.not_member": "この動画が作られたサーバーのメンバーではなくなったため、このボタンでは費用を使えません。"
+        "費用はかかっていません。",
+        "spend.video_denied": "このサーバーの設定（サーバー設定 → 連携サービス）で、あなたはそこで /video を使えません。"
+        "このボタンも /video と同じ扱いです。費用はかかっていません。",
+        "spend.standing_unreadable": "そこで /video を使えるかどうか、今は Discord から確認できませんでした。"
+        "費用はかかっていません。しばらくしてからもう一度お試しください。",
         "confirm.offer": "この動画を作りますか？ モデル: {model} · 費用: 共有予算から{price}。\n> {prompt}\n"
         "「生成する」を押すまで送信も課金もしません（期限: {when}）。",
         "offer.cancelled": "キャンセルしました。送信も課金もしていません。",

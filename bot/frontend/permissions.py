@@ -12,7 +12,8 @@ bot gathers the same facts itself, and the trust model (bot/community/trust.py) 
   (remembered at sync, else fetched once), and the guild's entries (fetched once per guild on first need, then kept
   current by the gateway's APPLICATION_COMMAND_PERMISSIONS_UPDATE).
 
-Anything that cannot be read raises `AccessUnreadable`: the click is refused (nothing spent), never let through.
+What cannot be read is an unreadable `Standing`: the trust model refuses the click (nothing spent), never lets it
+through, and the log says why.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from bot.community.command_permissions import (
     PermissionEntry,
     entries_by_target,
 )
+from bot.community.trust import Membership, Standing
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +43,9 @@ Entries = Mapping[int, tuple[PermissionEntry, ...]]
 
 #: The command a spending button stands for.
 VIDEO = "video"
-#: How long a click may spend reading from Discord: its interaction must be answered within 3 s.
-READ_SECONDS = 2.0
+#: How long a click may spend reading from Discord: its interaction must be answered within 3 s, its database
+#: reads included.
+READ_SECONDS = 1.5
 #: What reading from Discord can fail with, besides a timeout.
 _READ_ERRORS = (discord.HTTPException, aiohttp.ClientError, OSError, ValueError)
 
@@ -174,27 +177,6 @@ def permissions_update(event: discord.RawAppCommandPermissionsUpdateEvent) -> Co
     )
 
 
-@dataclass(frozen=True)
-class MemberNow:
-    """The clicker as the server has them now."""
-
-    role_ids: frozenset[int]
-    #: Their permissions in the request's channel (bits), as Discord computes them.
-    permissions: int
-    #: The channel command permissions are read for: the request's, or its parent if it is a thread.
-    channel_id: int
-
-
-@dataclass(frozen=True)
-class Clicker:
-    """What /video's use would depend on for this member in that server now."""
-
-    #: None: they are no longer a member of the server.
-    member: MemberNow | None
-    #: /video's command permissions there (None when `member` is None: not read).
-    video: CommandAccess | None
-
-
 class SpendingAccess:
     """The facts a spending click is decided with (the module docstring says which), gathered within READ_SECONDS."""
 
@@ -232,16 +214,22 @@ class SpendingAccess:
             return  # another application's commands in a server both are in
         self.permissions.update(permissions_update(event))
 
-    async def clicker(self, interaction: Interaction, guild_id: int, channel_id: int) -> Clicker:
-        """The clicker in the request's server and channel. Raises AccessUnreadable (a timeout included)."""
+    async def standing(self, interaction: Interaction, guild_id: int | None, channel_id: int) -> Standing:
+        """The clicker in the request's server and channel now; unreadable (and logged why) if Discord cannot say."""
         try:
-            async with asyncio.timeout(self._read_seconds):
-                member = await self.member(interaction, guild_id, channel_id)
-                if member is None:
-                    return Clicker(None, None)
-                return Clicker(member, await self.video(guild_id))
-        except TimeoutError as exc:
-            raise AccessUnreadable(f"Discord did not answer within {self._read_seconds:.0f} s") from exc
+            if guild_id is None:
+                raise AccessUnreadable("the request names no server")
+            try:
+                async with asyncio.timeout(self._read_seconds):
+                    member = await self.member(interaction, guild_id, channel_id)
+                    if member is None:
+                        return Standing(True)
+                    return Standing(True, member, await self.video(guild_id))
+            except TimeoutError as exc:
+                raise AccessUnreadable(f"Discord did not answer within {self._read_seconds} s") from exc
+        except AccessUnreadable as exc:
+            log.warning("a spending click of user %s is refused: %s", interaction.user.id, exc)
+            return Standing.unreadable()
 
     async def video(self, guild_id: int) -> CommandAccess:
         """/video's command permissions in that server. Raises AccessUnreadable."""
@@ -256,13 +244,13 @@ class SpendingAccess:
         entries = await self.permissions.entries(guild_id)
         return CommandAccess(command.id, application_id, guild_id, command.default_member_permissions, entries)
 
-    async def member(self, interaction: Interaction, guild_id: int, channel_id: int) -> MemberNow | None:
+    async def member(self, interaction: Interaction, guild_id: int, channel_id: int) -> Membership | None:
         """The clicker as a member of that server now; None if they are not one. Raises AccessUnreadable."""
         user = interaction.user
         if isinstance(user, discord.Member) and interaction.guild_id == guild_id:
             # Discord sends a member only for a member: the interaction says who they are now.
             if interaction.channel_id == channel_id:
-                return MemberNow(_role_ids(user), interaction.permissions.value, self._command_channel(channel_id))
+                return Membership(_role_ids(user), interaction.permissions.value, self._command_channel(channel_id))
             return self._as_member(user, user.guild, channel_id)
         try:
             guild = self._client.get_guild(guild_id) or await self._client.fetch_guild(guild_id)
@@ -277,14 +265,14 @@ class SpendingAccess:
                                    f"({_why(exc)})") from exc
         return self._as_member(member, guild, channel_id)
 
-    def _as_member(self, member: discord.Member, guild: discord.Guild, channel_id: int) -> MemberNow:
+    def _as_member(self, member: discord.Member, guild: discord.Guild, channel_id: int) -> Membership:
         channel = guild.get_channel_or_thread(channel_id)
         if channel is None:
             # Not in the cache (a server of another process's shards): the server-wide permissions, which decide
             # Administrator exactly; only a channel's overwrites are missed.
-            return MemberNow(_role_ids(member), member.guild_permissions.value, channel_id)
+            return Membership(_role_ids(member), member.guild_permissions.value, channel_id)
         parent = channel.parent_id if isinstance(channel, discord.Thread) else None
-        return MemberNow(_role_ids(member), channel.permissions_for(member).value, parent or channel_id)
+        return Membership(_role_ids(member), channel.permissions_for(member).value, parent or channel_id)
 
     def _command_channel(self, channel_id: int) -> int:
         """Command permissions name channels, never threads: a thread's are its parent's."""

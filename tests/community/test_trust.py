@@ -7,8 +7,9 @@ from dataclasses import replace
 import pytest
 
 from bot.community import trust
+from bot.community.command_permissions import CommandAccess, PermissionEntry, PermissionType
 from bot.community.server_rules import defaults_from
-from bot.community.trust import Check, Facts, Host, MemberRules, Reroll, Stage, Target
+from bot.community.trust import Check, Facts, Host, MemberRules, Membership, PublicBot, Reroll, Stage, Standing, Target
 from bot.config.settings import read_settings
 from bot.store.servers import MemberRecord
 
@@ -17,6 +18,20 @@ REQUESTER, OTHER = 1, 2
 CLICKED = 500
 HOST = Host(frozenset({LISTED, 11}), paused=False)
 EVERYONE = MemberRules(100, frozenset(), False, frozenset(), frozenset())
+APP, VIDEO_ID, ROLE = 900, 910, 55
+SEND_MESSAGES, ADMINISTRATOR = 1 << 11, 1 << 3
+
+
+def standing(*entries: tuple[int, int, bool], roles: frozenset[int] = frozenset({ROLE}),
+             permissions: int = SEND_MESSAGES, app: tuple[tuple[int, int, bool], ...] = ()) -> Standing:
+    """A member of LISTED in channel 100, with /video's command permissions there (entries of /video, of the app)."""
+    by_target = {target: tuple(PermissionEntry(*e) for e in found)
+                 for target, found in ((VIDEO_ID, entries), (APP, app)) if found}
+    return Standing(True, Membership(roles, permissions, 100), CommandAccess(VIDEO_ID, APP, LISTED, None, by_target))
+
+
+#: A member whom nothing keeps from /video.
+STANDING = standing()
 
 
 def member_in(guild_id: int | None = LISTED, **facts: object) -> Facts:
@@ -27,7 +42,8 @@ def click(guild_id: int | None = LISTED, owner: int = REQUESTER, row_guild: int 
           message_id: int | None = CLICKED, **facts: object) -> Facts:
     """A click on the message the bot recorded for a row of `owner` in `row_guild`."""
     return member_in(guild_id, **{"message_id": CLICKED, "target": Target(owner, row_guild, message_id),
-                                  "reroll": Reroll(owner, "requester"), "member": EVERYONE, **facts})
+                                  "reroll": Reroll(owner, "requester"), "member": EVERYONE, "standing": STANDING,
+                                  **facts})
 
 
 def actions(*kinds: trust.Kind) -> list[str]:
@@ -152,6 +168,80 @@ def test_usage_shows_the_whole_server_only_with_manage_server() -> None:
     assert not trust.sees_server(trust.STATUS_AUTOCOMPLETE, member_in(manage_server=True)), "own only"
     with pytest.raises(trust.UnknownAction):
         trust.sees_server(trust.BALANCE, member_in())
+
+
+# -- what Discord says of the clicker -----------------------------------------------------------------------
+
+SPENDING_BUTTONS = [trust.REROLL, trust.CONFIRM, trust.GENERATE]
+
+
+@pytest.mark.parametrize("action", actions(trust.Kind.BUTTON))
+def test_buttons_that_spend_ask_discord_what_slash_commands_are_held_to_and_no_other_does(action: str) -> None:
+    asks = trust.checks(action, {Stage.DISCORD})
+    assert asks == ((Check.STILL_MEMBER, Check.VIDEO_PERMISSION) if action in SPENDING_BUTTONS else ())
+    # Nothing but a click reads Discord: /video is checked by Discord itself before the bot sees it.
+    assert not any(trust.checks(other, {Stage.DISCORD}) for other in actions(trust.Kind.COMMAND, trust.Kind.CHORE))
+
+
+@pytest.mark.parametrize("action", SPENDING_BUTTONS)
+def test_a_click_in_a_dm_from_someone_no_longer_in_the_server_spends_nothing(action: str) -> None:
+    gone = click(None, standing=Standing(True))
+    decision = trust.decide(action, gone, HOST)
+    assert (decision.check, decision.reason) == (Check.STILL_MEMBER, "not_member")
+    assert trust.decide(action, click(None), HOST).allowed
+
+
+@pytest.mark.parametrize("action", SPENDING_BUTTONS)
+def test_what_discord_could_not_tell_refuses(action: str) -> None:
+    decision = trust.decide(action, click(standing=Standing.unreadable()), HOST)
+    assert (decision.check, decision.reason) == (Check.STILL_MEMBER, "standing_unreadable")
+    # Either check refuses alone too.
+    assert trust.decide(action, click(standing=Standing.unreadable()), HOST, {Stage.DISCORD}).reason \
+        == "standing_unreadable"
+    with pytest.raises(trust.MissingFact, match="what Discord says"):
+        trust.decide(action, click(standing=None), HOST)
+
+
+@pytest.mark.parametrize("action", SPENDING_BUTTONS)
+def test_the_servers_command_permissions_for_video_bind_the_buttons_that_spend(action: str) -> None:
+    role, user, channel = PermissionType.ROLE, PermissionType.USER, PermissionType.CHANNEL
+
+    def reason(found: Standing) -> str | None:
+        return trust.decide(action, click(standing=found), HOST).reason
+
+    assert reason(standing((ROLE, role, False))) == "video_denied"  # the member's role
+    assert reason(standing((REQUESTER, user, False))) == "video_denied"  # the member
+    assert reason(standing((LISTED, role, False))) == "video_denied"  # @everyone
+    assert reason(standing((100, channel, False))) == "video_denied"  # the request's channel
+    assert reason(standing((LISTED - 1, channel, False))) == "video_denied"  # all channels
+    assert reason(standing(app=((ROLE, role, False),))) == "video_denied"  # the whole application
+    assert reason(standing((101, channel, False))) is None  # another channel
+    assert reason(standing((ROLE, role, False), (REQUESTER, user, True))) is None  # the member's own entry wins
+    assert reason(standing((ROLE, role, False), permissions=ADMINISTRATOR)) is None  # administrators: everything
+    denied = trust.decide(action, click(standing=standing((ROLE, role, False))), HOST)
+    assert denied.check is Check.VIDEO_PERMISSION
+
+
+def test_discords_word_comes_before_the_servers_member_rules() -> None:
+    blocked = replace(EVERYONE, blocked=True)
+    gone = trust.decide(trust.REROLL, click(None, member=blocked, standing=Standing(True)), HOST)
+    assert gone.reason == "not_member"
+    assert trust.decide(trust.REROLL, click(None, member=blocked), HOST).reason == "member_blocked"
+
+
+# -- the application -----------------------------------------------------------------------------------------
+
+
+def test_a_public_application_with_no_server_list_is_refused_unless_the_host_accepts_it() -> None:
+    def verdict(bot_public: bool, listed: frozenset[int], accepted: bool) -> PublicBot:
+        return trust.public_bot(bot_public=bot_public, allowed_guild_ids=listed, accepted=accepted)
+
+    assert verdict(True, frozenset(), False) is PublicBot.REFUSED
+    assert verdict(True, frozenset(), True) is PublicBot.ACCEPTED
+    assert verdict(True, frozenset({LISTED}), False) is PublicBot.LISTED
+    assert verdict(False, frozenset(), False) is PublicBot.PRIVATE
+    line = str(trust.PublicBotRefused())
+    assert "\n" not in line and "Public Bot" in line and "Developer Portal" in line and "ALLOWED_GUILD_IDS" in line
 
 
 # -- the server's member rules -----------------------------------------------------------------------------

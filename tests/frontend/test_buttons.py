@@ -13,6 +13,8 @@ from unittest.mock import AsyncMock
 import discord
 import pytest
 
+from bot.community.command_permissions import CommandAccess, PermissionEntry, PermissionType
+from bot.community.trust import Membership, Standing
 from bot.frontend.buttons import (
     DYNAMIC_ITEMS,
     RECORD_GRACE_SECONDS,
@@ -23,17 +25,21 @@ from bot.frontend.buttons import (
     RerollButton,
 )
 from bot.jobs.offers import Offers
-from bot.simulator import VideoServiceSimulator
-from bot.store.jobs import Job, JobState
+from bot.simulator import MODEL_ID, VideoServiceSimulator
+from bot.store.jobs import Job, JobState, NewJob
 from bot.store.jobs.meta import HOST_PAUSE
 from tests.conftest import SIM_KEY
 from tests.frontend.cogs.helpers import (
+    APPLICATION_ID,
     CHANNEL_ID,
     GUILD_ID,
     OTHER_GUILD_ID,
     OTHER_MEMBER_ID,
     REQUESTER_ID,
+    SEND_MESSAGES,
+    VIDEO_COMMAND_ID,
     Stack,
+    discord_standing,
     fake_message,
     open_stack,
     stored_job,
@@ -230,3 +236,111 @@ async def test_a_click_whose_message_is_never_recorded_is_refused_after_a_short_
     assert answer(stack) == UNKNOWN
     assert time.monotonic() - started < RECORD_GRACE_SECONDS + 1
     assert (await stack.store.get(job.id)).state == JobState.RECEIVED
+
+
+# -- a click that spends is held to what Discord holds /video to -------------------------------------------------
+
+MEMBER_ROLE = 750_000_000_000_000_001
+GONE = ("You are no longer a member of the server this was made in, so this button cannot spend there. Nothing "
+        "was spent.")
+DENIED = ("This server's settings (Server Settings → Integrations) do not let you use /video there, and this button "
+          "spends as /video does. Nothing was spent.")
+UNREADABLE = ("Discord could not tell the bot just now whether you may use /video there. Nothing was spent; try "
+              "again in a moment.")
+
+
+def standing(*entries: PermissionEntry, roles: frozenset[int] = frozenset({MEMBER_ROLE})) -> Standing:
+    """A member of GUILD_ID now, with these command permission entries on /video."""
+    video = CommandAccess(VIDEO_COMMAND_ID, APPLICATION_ID, GUILD_ID, None, {VIDEO_COMMAND_ID: entries} if entries
+                          else {})
+    return Standing(True, Membership(roles, SEND_MESSAGES, CHANNEL_ID), video)
+
+
+ROLE_DENIED = standing(PermissionEntry(MEMBER_ROLE, PermissionType.ROLE, False))
+
+
+async def reroll_offer(stack: Stack) -> int:
+    job = await posted_video(stack)
+    offer = await stack.bot.offers.reroll(job.id, user_id=REQUESTER_ID, guild_id=GUILD_ID, channel_id=CHANNEL_ID,
+                                          locale="en-US", model=job.model)
+    await stack.bot.offers.shown(offer.id, ELSEWHERE)
+    return offer.id
+
+
+@pytest.mark.parametrize(("found", "text"), [(Standing(True), GONE), (ROLE_DENIED, DENIED),
+                                             (Standing.unreadable(), UNREADABLE)])
+async def test_a_reroll_discord_would_not_let_through_as_video_offers_nothing(
+    stack: Stack, found: Standing, text: str
+) -> None:
+    job = await posted_video(stack, channel_id=CHANNEL_ID + 5)
+    stack.bot.access = discord_standing(found)
+    dm = click(stack, POSTED_MESSAGE, guild_id=None, channel_id=990_000_000_000_000_001)
+
+    await RerollButton(job.id, "Re-roll").callback(dm)
+
+    assert answer(stack) == text
+    assert await stack.bot.offers.get(1) is None
+    # Asked for the video's server and the channel the re-roll would be posted in, not the DM it was clicked in.
+    stack.bot.access.standing.assert_awaited_once_with(dm, GUILD_ID, CHANNEL_ID + 5)
+
+
+@pytest.mark.parametrize(("found", "text"), [(Standing(True), GONE), (ROLE_DENIED, DENIED),
+                                             (Standing.unreadable(), UNREADABLE)])
+async def test_confirm_and_generate_refused_so_leave_their_offer_open_for_when_the_member_may(
+    stack: Stack, cog_offer: Any, found: Standing, text: str
+) -> None:
+    offer_id = await cog_offer(stack)
+    stack.bot.access = discord_standing(found)
+
+    await OfferGoButton(offer_id, "Go").callback(click(stack, ELSEWHERE))
+
+    assert answer(stack) == text
+    assert (await stack.bot.offers.get(offer_id)).used_at is None  # type: ignore[union-attr]
+    stack.log.events.clear()
+    stack.bot.access = discord_standing(standing())  # the admin lifted it; the member is back
+    await OfferGoButton(offer_id, "Go").callback(click(stack, ELSEWHERE))
+    assert stack.log.names()[0] == "edit_message"
+    await asyncio.sleep(0.2)
+    assert stack.simulator.creates_received == 1
+
+
+@pytest.fixture(params=["Confirm", "Generate"])
+def cog_offer(request: pytest.FixtureRequest) -> Any:
+    async def confirm(stack: Stack) -> int:
+        return await reroll_offer(stack)
+
+    async def generate(stack: Stack) -> int:
+        offer = await stack.bot.offers.confirm(NewJob(
+            model=MODEL_ID, prompt="a lantern", seed=None, user_id=REQUESTER_ID, guild_id=GUILD_ID,
+            channel_id=CHANNEL_ID, locale="en-US"))
+        await stack.bot.offers.shown(offer.id, ELSEWHERE)
+        return offer.id
+
+    return confirm if request.param == "Confirm" else generate
+
+
+async def test_a_dm_click_meets_the_servers_role_rule_with_the_roles_discord_gave(
+    simulator: VideoServiceSimulator, tmp_path: Path
+) -> None:
+    async with open_stack(simulator, SIM_KEY, tmp_path, VIDEO_COOLDOWN_SECONDS="0",
+                          REQUIRED_ROLE_ID=str(MEMBER_ROLE)) as stack:
+        stack.bot.offers = Offers(stack.store)
+        job = await posted_video(stack)
+        # A click in a DM carries no member and no roles (the fake's user has none here); Discord's answer has them.
+        stack.bot.access = discord_standing(standing(roles=frozenset()))
+        await RerollButton(job.id, "Re-roll").callback(click(stack, POSTED_MESSAGE, guild_id=None))
+        assert f"<@&{MEMBER_ROLE}>" in answer(stack)
+        assert await stack.bot.offers.get(1) is None
+
+        stack.log.events.clear()
+        stack.bot.access = discord_standing(standing())
+        await RerollButton(job.id, "Re-roll").callback(click(stack, POSTED_MESSAGE, guild_id=None))
+        assert "Re-roll #" in answer(stack)
+        offer = await stack.bot.offers.get(1)
+        assert offer is not None and offer.message_id is not None
+        stack.log.events.clear()
+        # Recorded with the roles Discord gave: the role rule passes again when the request is written down.
+        await OfferGoButton(offer.id, "Confirm").callback(click(stack, offer.message_id, guild_id=None))
+        assert stack.log.names()[0] == "edit_message"
+        await asyncio.sleep(0.2)
+        assert stack.simulator.creates_received == 1

@@ -18,10 +18,10 @@ import pytest
 from discord import app_commands
 
 from bot.community.command_permissions import CommandPermissions, PermissionEntry
+from bot.community.trust import Membership, Standing
 from bot.frontend.permissions import (
     AccessUnreadable,
     GuildPermissions,
-    MemberNow,
     SpendingAccess,
     SyncedCommand,
     SyncedCommands,
@@ -248,7 +248,7 @@ async def test_a_click_in_the_server_is_the_interactions_member_with_no_read() -
     client = client_with(None)
     access = access_for(client)
     now = await access.member(click(in_guild=True, roles=[ROLE], permissions=SEND_MESSAGES), GUILD, CHANNEL)
-    assert now == MemberNow(frozenset({GUILD, ROLE}), SEND_MESSAGES, CHANNEL)
+    assert now == Membership(frozenset({GUILD, ROLE}), SEND_MESSAGES, CHANNEL)
     client.fetch_guild.assert_not_awaited()
 
 
@@ -259,7 +259,7 @@ async def test_a_click_in_a_dm_fetches_the_member_with_their_roles_and_channel_p
     guild = guild_with(fetched, channel)
     access = access_for(client_with(guild))
     now = await access.member(click(in_guild=False), GUILD, CHANNEL)
-    assert now == MemberNow(frozenset({GUILD, ROLE}), SEND_MESSAGES | (1 << 3), CHANNEL)
+    assert now == Membership(frozenset({GUILD, ROLE}), SEND_MESSAGES | (1 << 3), CHANNEL)
     guild.fetch_member.assert_awaited_once_with(USER)
     channel.permissions_for.assert_called_once_with(fetched)
     guild.get_channel_or_thread.assert_called_once_with(CHANNEL)
@@ -278,7 +278,7 @@ async def test_a_dm_click_for_a_server_of_another_process_fetches_the_server_too
     client = client_with(None, fetched=fetched_guild)
     now = await access_for(client).member(click(in_guild=False), GUILD, CHANNEL)
     client.fetch_guild.assert_awaited_once_with(GUILD)
-    assert now == MemberNow(frozenset({GUILD, ROLE}), 1 << 3, CHANNEL)  # the server-wide permissions
+    assert now == Membership(frozenset({GUILD, ROLE}), 1 << 3, CHANNEL)  # the server-wide permissions
 
 
 @pytest.mark.parametrize("gone", [http_error(404, 10007), http_error(403, 50001)])
@@ -296,29 +296,39 @@ async def test_a_membership_discord_cannot_tell_now_is_unreadable() -> None:
 # -- the clicker: member and /video together --------------------------------------------------------------------
 
 
-async def test_the_clicker_carries_videos_access_in_the_server() -> None:
+async def test_the_standing_carries_videos_access_in_the_server() -> None:
     reader = Reader([payload(VIDEO_ID, (ROLE, 1, False))])
     access = access_for(client_with(guild_with(member(ROLE))), reader=reader)
-    clicker = await access.clicker(click(in_guild=False), GUILD, CHANNEL)
-    assert clicker.member is not None and clicker.video is not None
-    assert (clicker.video.command_id, clicker.video.application_id, clicker.video.guild_id) == (VIDEO_ID, APP, GUILD)
-    assert not clicker.video.decide(user_id=USER, role_ids=clicker.member.role_ids, channel_id=CHANNEL,
-                                    member_permissions=clicker.member.permissions).allowed
+    standing = await access.standing(click(in_guild=False), GUILD, CHANNEL)
+    assert standing.readable and standing.member is not None and standing.video is not None
+    assert (standing.video.command_id, standing.video.application_id, standing.video.guild_id) == (VIDEO_ID, APP, GUILD)
+    assert not standing.video.decide(user_id=USER, role_ids=standing.member.role_ids, channel_id=CHANNEL,
+                                     member_permissions=standing.member.permissions).allowed
 
 
-async def test_a_former_member_is_refused_without_reading_the_permissions() -> None:
+async def test_a_former_member_stands_nowhere_and_the_permissions_are_not_read() -> None:
     reader = Reader()
     access = access_for(client_with(guild_with(http_error(404, 10007))), reader=reader)
-    clicker = await access.clicker(click(in_guild=False), GUILD, CHANNEL)
-    assert (clicker.member, clicker.video, reader.reads) == (None, None, 0)
+    assert await access.standing(click(in_guild=False), GUILD, CHANNEL) == Standing(True)
+    assert reader.reads == 0
 
 
-async def test_discord_slower_than_the_clicks_deadline_is_unreadable() -> None:
+async def test_discord_slower_than_the_clicks_deadline_is_unreadable_and_logged(
+    caplog: pytest.LogCaptureFixture
+) -> None:
     reader = Reader()
     reader.gate.clear()
     access = access_for(client_with(guild_with(member())), reader=reader, read_seconds=0.05)
-    with pytest.raises(AccessUnreadable, match="did not answer"):
-        await access.clicker(click(in_guild=True), GUILD, CHANNEL)
+    assert await access.standing(click(in_guild=True), GUILD, CHANNEL) == Standing.unreadable()
+    assert "did not answer within 0.05 s" in caplog.text
+
+
+async def test_a_permissions_read_that_fails_is_unreadable_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    reader = Reader()
+    reader.error = http_error(500)
+    access = access_for(client_with(guild_with(member())), reader=reader)
+    assert await access.standing(click(in_guild=True), GUILD, CHANNEL) == Standing.unreadable()
+    assert f"command permissions of server {GUILD} could not be read (HTTP 500" in caplog.text
 
 
 async def test_video_not_registered_where_the_click_is_is_unreadable() -> None:

@@ -22,10 +22,13 @@ import discord
 from discord import app_commands
 
 from bot.app import build_client, open_services
+from bot.community.command_permissions import CommandAccess
+from bot.community.trust import Membership, Standing
 from bot.config.settings import Settings, read_settings
 from bot.core.retry import RetryPolicy
 from bot.frontend.bot import VideoBot
 from bot.frontend.delivery import DiscordDelivery
+from bot.frontend.permissions import SpendingAccess
 from bot.jobs.intake import VideoRequests
 from bot.service.client import VideoServiceClient
 from bot.simulator import VideoServiceSimulator
@@ -36,6 +39,9 @@ OTHER_GUILD_ID = 700_000_000_000_000_002
 CHANNEL_ID = 710_000_000_000_000_001
 REQUESTER_ID = 720_000_000_000_000_001
 OTHER_MEMBER_ID = 720_000_000_000_000_002
+APPLICATION_ID = 730_000_000_000_000_001
+VIDEO_COMMAND_ID = 730_000_000_000_000_002
+SEND_MESSAGES = 1 << 11
 
 #: Discord drops an interaction that is not acknowledged within 3 s.
 ACK_DEADLINE_SECONDS = 3.0
@@ -220,6 +226,23 @@ def fake_interaction(
     return interaction
 
 
+def discord_standing(standing: Standing | None = None) -> MagicMock:
+    """What a spending click reads from Discord, for a bot that never logged in: `standing` if given, else the
+    clicker is the member the interaction names (its roles; none for a click in a DM) and no command permissions
+    are set in the server."""
+    access = MagicMock(spec=SpendingAccess)
+
+    async def read(interaction: Any, guild_id: int, channel_id: int) -> Standing:
+        if standing is not None:
+            return standing
+        roles = frozenset(role.id for role in getattr(interaction.user, "roles", []))
+        video = CommandAccess(VIDEO_COMMAND_ID, APPLICATION_ID, guild_id, None, {})
+        return Standing(True, Membership(roles, SEND_MESSAGES, channel_id), video)
+
+    access.standing.side_effect = read
+    return access
+
+
 def assert_answered_in_time(log: EventLog, interaction: MagicMock) -> None:
     """Acknowledged first, within Discord's 3 s, before any request to the video service."""
     discord_events = log.discord_events()
@@ -297,6 +320,7 @@ async def open_stack(
         try:
             bot = VideoBot(settings, services.catalogue)
             bot.attach(services)
+            bot.access = discord_standing()
             yield Stack(bot, settings, services.store, services.client, services.requests, simulator, log, accepted)
         finally:
             await services.close()
