@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 
+from bot.community import trust
 from bot.community.server_rules import ServerRules, defaults_from
 from bot.config.settings import Settings
 from bot.frontend.bot import VideoBot
@@ -235,8 +236,26 @@ def create_bot(settings: Settings, catalogue: Catalogue, *, force_sync: bool = F
                     open_services=lambda bot: open_bot_services(bot, settings))
 
 
+def refuse_public_bot(bot: VideoBot, settings: Settings) -> None:
+    """Safe by default (bot/community/trust.py `public_bot`), from the application discord.py read at login: a public
+    application with no server list raises PublicBotRefused; one the host accepted (ALLOW_PUBLIC_BOT_SPENDING) is
+    said in the log at every start."""
+    application = bot.application
+    verdict = trust.public_bot(
+        # Not read (it always is at login): taken as public, the side that refuses.
+        bot_public=application.bot_public if application is not None else True,
+        allowed_guild_ids=settings.allowed_guild_ids, accepted=settings.allow_public_bot_spending,
+    )
+    if verdict is trust.PublicBot.REFUSED:
+        raise trust.PublicBotRefused()
+    if verdict is trust.PublicBot.ACCEPTED:
+        log.warning("%s", trust.PUBLIC_BOT_ACCEPTED)
+
+
 async def open_bot_services(bot: VideoBot, settings: Settings) -> Services:
-    """The services of a logged-in bot, ready before any command can run."""
+    """The services of a logged-in bot, ready before any command can run; none for a public application that may
+    not serve (`refuse_public_bot`)."""
+    refuse_public_bot(bot, settings)
     # A sync only logs in: it runs no shard.
     lease = Lease.for_this_process(settings.lease_seconds, None if bot.force_sync else bot.shard_plan.token)
     services = await open_services(

@@ -17,6 +17,7 @@ import discord
 
 from bot.app import build_client, catalogue_of
 from bot.cli.common import NETWORK_ERRORS, TOKEN_REFUSED, describe_connection_error, discord_login
+from bot.community import trust
 from bot.config.settings import Settings
 from bot.core.errors import ProtocolError, RateLimited, Rejected, ServerError, VideoServiceError
 from bot.core.retry import NO_RETRY
@@ -166,21 +167,36 @@ async def check_video_service(settings: Settings, catalogue: Catalogue | None = 
     return CheckResult(name, True, f"{key}; {balance}")
 
 
+#: What `check` says of each answer of the trust model's `public_bot` that lets the bot start.
+_PUBLIC_BOT_SHOWN = {
+    trust.PublicBot.PRIVATE: "Public Bot off",
+    trust.PublicBot.LISTED: "Public Bot on; only the servers in ALLOWED_GUILD_IDS are served",
+    trust.PublicBot.ACCEPTED: "Public Bot on and no ALLOWED_GUILD_IDS: ALLOW_PUBLIC_BOT_SPENDING lets any server "
+                              "spend the key",
+}
+
+
 async def check_discord(settings: Settings) -> CheckResult:
     name = "discord"
     try:
-        user = await discord_login(settings.discord_token, settings.http_timeout_seconds)
+        login = await discord_login(settings.discord_token, settings.http_timeout_seconds)
     except discord.LoginFailure:
         return CheckResult(name, False, f"{TOKEN_REFUSED} (HTTP 401)")
     except discord.HTTPException as exc:
         return CheckResult(name, False, f"Discord answered HTTP {exc.status}")
     except NETWORK_ERRORS as exc:
         return CheckResult(name, False, f"cannot reach Discord: {describe_connection_error(exc)}")
-    return CheckResult(name, True, f"logged in as {user}")
+    verdict = trust.public_bot(bot_public=login.bot_public, allowed_guild_ids=settings.allowed_guild_ids,
+                               accepted=settings.allow_public_bot_spending)
+    if verdict is trust.PublicBot.REFUSED:
+        # The bot would not start: as for a database from a newer bot, exit 2.
+        return CheckResult(name, False, trust.PUBLIC_BOT_REFUSAL, failure_code=2)
+    return CheckResult(name, True, f"logged in as {login.user}; {_PUBLIC_BOT_SHOWN[verdict]}")
 
 
 async def check(settings: Settings) -> int:
-    """One line per check; exit 1 if any failed (2 if the database is from a newer bot)."""
+    """One line per check; exit 1 if any failed (2 if the bot would refuse to start: a database from a newer bot, a
+    bad models file, a public application with no server list)."""
     print(f"settings: OK (service {settings.video_api_base_url}, database {settings.database_shown})", flush=True)
     models, catalogue = check_models(settings)
     print(models.line(), flush=True)

@@ -7,6 +7,7 @@ import contextlib
 import socket
 import ssl
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, TypeVar
 
@@ -69,18 +70,28 @@ def describe_connection_error(error: BaseException) -> str:
     return type(error).__name__
 
 
-async def discord_login(token: str, seconds: float) -> str:
-    """Log in over HTTP only (GET /users/@me) and close: a read-only proof that the token works.
+@dataclass(frozen=True)
+class DiscordLogin:
+    user: str  # the bot's user name
+    bot_public: bool  # the application's "Public Bot" switch
 
-    Returns the bot's user name; raises discord.LoginFailure for a refused token.
+
+async def discord_login(token: str, seconds: float) -> DiscordLogin:
+    """Log in over HTTP only (GET /users/@me, then the application as discord.py reads it at login:
+    GET /oauth2/applications/@me) and close: a read-only proof that the token works, and whether the application
+    is public.
+
+    Raises discord.LoginFailure for a refused token.
     """
     http = discord.http.HTTPClient(asyncio.get_running_loop())
     try:
         async with asyncio.timeout(seconds):
             user = await http.static_login(token.strip())
+            application = await http.application_info()
     finally:
         await http.close()
-    return user["username"]
+    # Not said: taken as public, the side that refuses.
+    return DiscordLogin(user["username"], bool(application.get("bot_public", True)))
 
 
 async def until_stopped(work: Coroutine[Any, Any, _T], stopping: asyncio.Event) -> tuple[bool, _T | None]:

@@ -17,6 +17,7 @@ from bot.cli.migrate_db import migrate_db
 from bot.cli.pause import pause
 from bot.cli.run import run
 from bot.cli.sync import sync
+from bot.community.trust import PublicBotRefused
 from bot.config.settings import SettingsError, load_settings
 from bot.ops.logs import setup_logging
 from bot.service.catalogue import CatalogueError
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(pause(settings, on=command == "pause"))
         runners = {"run": run, "sync": sync, "check": check}
         return asyncio.run(runners[command](settings))
-    except (DatabaseTooNew, CatalogueError, AlreadyRunning, ShardsTaken) as exc:
+    except (DatabaseTooNew, CatalogueError, AlreadyRunning, ShardsTaken, PublicBotRefused) as exc:
         print(f"python -m bot: {exc}", file=sys.stderr)
         return 2
     except StoreUnavailable as exc:  # PostgreSQL unreachable: the message shows its address without the password

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from bot.cli.check import check_database, check_discord, check_video_service, check_videos
+from bot.community import trust
 from bot.simulator import VideoServiceSimulator
 from bot.store.jobs import SCHEMA_VERSION, JobStore
 from tests.cli.helpers import MODELS, TOKEN, closed_port, discord_at, run_bot, settings_for
@@ -31,10 +32,11 @@ async def test_check_prints_one_ok_line_per_check(
     assert lines[3].startswith(f"videos: OK ({tmp_path / 'videos'}, ") and lines[3].endswith("will be created)")
     assert lines[4] == (f"video service: OK (key …{SIM_KEY[-4:]}; spent ¥0 of ¥10,000; available ¥10,000 "
                         "(40 videos at ¥250))")
-    assert lines[5] == "discord: OK (logged in as double-bot)"
+    assert lines[5] == "discord: OK (logged in as double-bot; Public Bot off)"
     assert lines[6] == "check: OK"
     assert SIM_KEY not in out + err and TOKEN not in out + err
-    assert [r.path for r in double.requests] == ["/users/@me"]  # read-only: no gateway, no sync
+    # Read-only: no gateway, no sync.
+    assert [r.path for r in double.requests] == ["/users/@me", "/oauth2/applications/@me"]
 
 
 async def test_check_names_every_failure_and_exits_1(
@@ -75,6 +77,26 @@ async def test_discord_check_names_a_refused_token(
     route_base(token_refusing_discord)
     result = await check_discord(settings_for(tmp_path))
     assert not result.ok and result.line() == "discord: FAILED: Discord refused DISCORD_TOKEN (HTTP 401)"
+
+
+@pytest.mark.parametrize(("bot_public", "env", "ok", "shown"), [
+    (False, {}, True, "discord: OK (logged in as double-bot; Public Bot off)"),
+    (True, {"ALLOWED_GUILD_IDS": "1,2"}, True,
+     "discord: OK (logged in as double-bot; Public Bot on; only the servers in ALLOWED_GUILD_IDS are served)"),
+    (True, {"ALLOW_PUBLIC_BOT_SPENDING": "true"}, True,
+     "discord: OK (logged in as double-bot; Public Bot on and no ALLOWED_GUILD_IDS: ALLOW_PUBLIC_BOT_SPENDING lets any "
+     "server spend the key)"),
+    (True, {}, False, f"discord: FAILED: {trust.PUBLIC_BOT_REFUSAL}"),
+])
+async def test_discord_check_says_who_can_put_the_application_to_work(
+    tmp_path: Path, double: DiscordDouble, route_base: Any, bot_public: bool, env: dict[str, str], ok: bool,
+    shown: str,
+) -> None:
+    double.bot_public = bot_public
+    route_base(double.api_base)
+    result = await check_discord(settings_for(tmp_path, **env))
+    assert (result.ok, result.line()) == (ok, shown)
+    assert ok or result.failure_code == 2  # the bot would not start
 
 
 @pytest.mark.parametrize(
