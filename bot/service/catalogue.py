@@ -178,12 +178,16 @@ def parse_catalogue(text: str, source: str = "<text>") -> Catalogue:
         model = _model(entry, f"model {number}", problems)
         if model is not None:
             models.append(model)
-    default = data.get("default", models[0].id if models else "")
+    # The file as a whole, on what its entries say even where an entry has faults of its own: every problem in
+    # one round, not the next ones only after the first are fixed.
+    ids = [entry["id"] for entry in entries if isinstance(entry, Mapping) and isinstance(entry.get("id"), str)]
+    paths = [entry["create_path"] for entry in entries
+             if isinstance(entry, Mapping) and isinstance(entry.get("create_path"), str)]
+    default = data.get("default", ids[0] if ids else "")
     if not isinstance(default, str):
         problems.append("default must be a model id (a string)")
-        default = ""
-    if not problems:
-        problems = _catalogue_problems(tuple(models), default)
+    else:
+        problems += _whole_file_problems(len(entries), ids, paths, default)
     if problems:
         raise CatalogueError(source, problems)
     return Catalogue(tuple(models), default)
@@ -231,15 +235,20 @@ def _safe_path(path: str) -> bool:
 
 def _catalogue_problems(models: tuple[VideoModel, ...], default_id: str) -> list[str]:
     """What is wrong with the catalogue as a whole (each model being well-formed already)."""
-    problems: list[str] = []
     if not models:
-        problems.append("no models: add at least one [[models]] entry")
-    if len(models) > MAX_MODELS:
-        problems.append(f"{len(models)} models: Discord offers at most {MAX_MODELS} choices")
-    for what, values in (("id", [m.id for m in models]), ("create_path", [m.create_path for m in models])):
+        return ["no models: add at least one [[models]] entry"]
+    return _whole_file_problems(len(models), [m.id for m in models], [m.create_path for m in models], default_id)
+
+
+def _whole_file_problems(count: int, ids: list[str], paths: list[str], default_id: str) -> list[str]:
+    """Too many models, an id or a create path used twice, a default that is none of the ids."""
+    problems: list[str] = []
+    if count > MAX_MODELS:
+        problems.append(f"{count} models: Discord offers at most {MAX_MODELS} choices")
+    for what, values in (("id", ids), ("create_path", paths)):
         for value in sorted({v for v in values if values.count(v) > 1}):
             problems.append(f"{what} {value!r} is used by more than one model")
-    if models and default_id not in {m.id for m in models}:
+    if ids and default_id not in ids:
         problems.append(f"default {default_id!r} is not one of the models")
     return problems
 

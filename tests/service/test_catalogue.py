@@ -135,6 +135,18 @@ def test_every_problem_is_listed_at_once() -> None:
     assert all(problem.startswith("model 2 ('n'): ") for problem in found[1:])
 
 
+def test_problems_of_the_whole_file_come_in_the_same_round_as_an_entrys() -> None:
+    # A fault in one entry no longer hides the duplicate id, the duplicate path and the bad default.
+    found = problems('default = "nope"\n' + entry(price_yen=0) + entry() + entry(id="n", price_yen=1))
+
+    assert found == [
+        "model 1 ('m'): price_yen must be a whole number of yen above 0",
+        "id 'm' is used by more than one model",
+        "create_path '/v/create' is used by more than one model",
+        "default 'nope' is not one of the models",
+    ]
+
+
 def test_a_missing_or_unreadable_file_is_named(tmp_path: Path) -> None:
     missing = tmp_path / "nope.toml"
     with pytest.raises(CatalogueError, match=r"nope\.toml") as error:
