@@ -38,6 +38,33 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
+def owner_gone(owner: str) -> bool:
+    """Is `owner` certainly dead: a process of this host (its name first in the id) that no longer runs, or an
+    earlier run with this very process id (a container's PID 1, restarted in place)?
+
+    Anything else may live: a process of another host, one whose pid runs (even if reused), an id of another
+    form. Those are waited for.
+    """
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname():
+        return False
+    try:
+        pid = int(parts[1])
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return True  # this process is that pid now, and its owner id is another: the earlier run is gone
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, under another user
+        return False
+    return False
+
+
 @dataclass(frozen=True)
 class Lease:
     """This process's identity and the length of the leases it takes."""
@@ -105,14 +132,17 @@ _LOOKS = 17
 
 
 async def take_shards(
-    processes: Processes, lease: Lease, plan: ShardPlan, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    processes: Processes, lease: Lease, plan: ShardPlan, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    gone: Callable[[str], bool] = owner_gone,
 ) -> None:
     """Start on shards no other live process runs, or raise ShardsTaken.
 
     Two processes on the same shard would both get some servers' commands, and Discord gives each
     interaction to one of them. The one that started first keeps the shards. Its heartbeat may be that of a
-    crashed run of this very process, not yet a lease old: so this waits up to one lease for it to go silent,
-    and refuses as soon as it beats again (a live process renews every third of a lease).
+    crashed run of this very process, not yet a lease old. When its owner is certainly dead (`gone`: a process
+    of this host that no longer runs), its shards and jobs are taken at once; otherwise this waits up to one
+    lease for it to go silent, and refuses as soon as it beats again (a live process renews every third of a
+    lease).
     """
     beats: dict[str, float] = {}
     for look in range(_LOOKS):
@@ -126,6 +156,12 @@ async def take_shards(
             and (me is None or (row.started_at, row.owner) < (me.started_at, me.owner))
             and _shares(plan, row.shards)
         ]  # fmt: skip
+        for dead in [rival for rival in rivals if gone(rival.owner)]:
+            # Its heartbeat outlives it by up to a lease: waiting that out would leave its servers unanswered.
+            await processes.release_leases(dead.owner)
+            log.info("process %s, which ran %s, no longer runs on this host: taking over at once", dead.owner,
+                     _described(dead.shards))
+            rivals.remove(dead)
         if not rivals:
             return
         for rival in rivals:

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -294,6 +298,53 @@ async def test_a_crashed_runs_heartbeat_is_waited_out_and_other_shards_or_later_
     await first.renew_leases(on_shards("later", plan))
     await take_shards(second, mine, plan, sleep=sleep)
     assert slept == []
+
+
+def dead_pid() -> int:
+    """The pid of a process of this host that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.parametrize("pid", ["ended", "this one"])
+async def test_a_crashed_run_of_this_host_is_taken_over_at_once_with_its_jobs(
+    stores: tuple[JobStore, JobStore], clock: Clock, pid: str
+) -> None:
+    first, second = stores
+    plan = ShardPlan(2, (0,))
+    # Killed a moment ago: a process that no longer runs, or (a container's PID 1 restarted in place) this pid.
+    number = dead_pid() if pid == "ended" else os.getpid()
+    crashed = Lease(f"{socket.gethostname()}:{number}:0badc0de", LEASE, plan.token)
+    await first.renew_leases(crashed)
+    job = await in_state(first, S.PENDING, crashed)
+    clock.now += 1
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.now += seconds
+
+    again = on_shards("again", plan)
+    await take_shards(second, again, plan, sleep=sleep)
+    assert slept == [], "its heartbeat is not waited out"
+    assert crashed.owner not in {process.owner for process in await second.live_processes(again)}
+    claimed, _recovered = await second.claim_jobs(again, limit=10)
+    assert [taken.id for taken in claimed] == [job.id]  # its jobs are free at once
+
+
+async def test_a_live_process_of_this_host_or_one_of_another_host_is_still_waited_for(
+    stores: tuple[JobStore, JobStore], clock: Clock
+) -> None:
+    first, second = stores
+    plan = ShardPlan(2, (0,))
+    for owner in (f"{socket.gethostname()}:{os.getppid()}:0badc0de", f"other-host:{os.getpid()}:0badc0de"):
+        clock.now += LEASE + 1
+        rival = Lease(owner, LEASE, plan.token)
+        await first.renew_leases(rival)
+        clock.now += 1
+        with pytest.raises(ShardsTaken, match=owner):
+            await take_shards(second, on_shards("again", plan), plan, sleep=_beating(first))
 
 
 async def test_the_live_processes_show_their_shards_and_an_unreadable_row_is_taken_for_any_shard(
