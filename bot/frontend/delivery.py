@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 import aiohttp
 import discord
 from discord.abc import Messageable
+from discord.http import handle_message_parameters
+from discord.webhook.async_ import async_context
 
 from bot.core.log_context import job_fields
 from bot.core.notices import Notice
@@ -28,8 +30,6 @@ _T = TypeVar("_T")
 #: What Discord allows on most servers when an interaction did not tell us better.
 DEFAULT_UPLOAD_LIMIT = discord.utils.DEFAULT_FILE_SIZE_LIMIT_BYTES
 _REFUSED = (discord.Forbidden, discord.NotFound)
-#: Discord's message id for an interaction's first response (discord.py types message ids as int).
-ORIGINAL_RESPONSE: Any = "@original"
 
 
 def nonce_for(job: Job) -> str:
@@ -180,15 +180,28 @@ class DiscordDelivery:
         """Replace the interaction's first reply with `text`, privately; False if the token no longer works."""
         if not job.token_alive(time.time()) or self._client.application_id is None:
             return False
-        webhook = discord.Webhook.partial(self._client.application_id, job.interaction_token or "", client=self._client)
         try:
-            await webhook.edit_message(ORIGINAL_RESPONSE, content=text, allowed_mentions=mentions)
+            await self._edit_original(self._client.application_id, job.interaction_token or "", text, mentions)
         except discord.HTTPException as exc:
             if not _final_refusal(exc):
                 raise
             log.info("the interaction of %s is gone (%s)", job.reference, exc.status, extra=job_fields(job))
             return False
         return True
+
+    async def _edit_original(self, application_id: int, token: str, text: str,
+                             mentions: discord.AllowedMentions) -> None:
+        """PATCH /webhooks/{application}/{token}/messages/@original: the path Discord documents, sent the way
+        discord.py's `Interaction.edit_original_response` sends it. (`Webhook.edit_message("@original")` would
+        percent-quote it as `%40original`.)"""
+        webhook = discord.Webhook.partial(application_id, token, client=self._client)
+        http = self._client.http
+        with handle_message_parameters(content=text, allowed_mentions=mentions,
+                                       previous_allowed_mentions=self._client.allowed_mentions) as params:
+            await async_context.get().edit_original_interaction_response(
+                application_id, token, session=webhook.session, proxy=http.proxy, proxy_auth=http.proxy_auth,
+                payload=params.payload, multipart=params.multipart, files=params.files,
+            )
 
     async def show_progress(
         self, job: Job, *, position: int | None = None, ready_at: float | None = None

@@ -11,7 +11,7 @@ from bot.core.errors import BudgetTooLow, InvalidRequest, ModelProblem, ModelUna
 from bot.core.lifecycle import POLLED_STATES, SLOW_AFTER_SECONDS, STALLED_AFTER_SECONDS
 from bot.core.notices import InvalidCode, Notice, RefusalCode, SubmissionKind
 from bot.frontend.discord_text import CODE_CHARS, EXCERPT_CHARS, code, fit_content, fit_embed, inline_code, plain
-from bot.frontend.i18n import t, yen
+from bot.frontend.i18n import t, videos, yen
 from bot.service.answers import KeyInfo
 from bot.service.catalogue import Catalogue
 from bot.store.jobs import AdmissionRefused, Job, JobState
@@ -150,7 +150,8 @@ def receipt_embed(
         embed.add_field(name=t(loc, "video.field.model"), value=plain(_model_name(job, catalogue), FIELD_VALUE))
     embed.add_field(name=t(loc, "video.field.cost"), value=_job_price(job, catalogue, loc))
     embed.add_field(name=t(loc, "video.field.started"), value=relative(job.accepted_at or job.created_at))
-    if job.state in POLLED_STATES:
+    # One estimate: when the recent jobs tell when this one is likely ready, that; the general range otherwise.
+    if ready_at is None and job.state in POLLED_STATES:
         embed.add_field(name=t(loc, "video.field.wait"), value=t(loc, "video.wait"))
     if position is not None and job.state == S.PENDING:
         embed.add_field(name=t(loc, "video.field.queue"), value=t(loc, "video.queue", position=position))
@@ -239,8 +240,8 @@ def balance_embed(
         )
     embed.add_field(
         name=t(loc, "balance.ledger"),
-        value=t(loc, "balance.ledger.value", all_count=ledger_all[0], all_yen=yen(ledger_all[1], loc),
-                guild_count=ledger_guild[0], guild_yen=yen(ledger_guild[1], loc)),
+        value=t(loc, "balance.ledger.value", all_videos=videos(ledger_all[0], loc), all_yen=yen(ledger_all[1], loc),
+                guild_videos=videos(ledger_guild[0], loc), guild_yen=yen(ledger_guild[1], loc)),
         inline=False,
     )
     return fit_embed(embed)

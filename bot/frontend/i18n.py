@@ -267,8 +267,10 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "balance.no_limit": "no budget set",
         "balance.videos_left.value": "{count:,} at {price} each",
         "balance.ledger": "This bot's ledger",
-        "balance.ledger.value": "All time: {all_count:,} videos, {all_yen}\nThis server: {guild_count:,} videos, "
-        "{guild_yen}",
+        "balance.ledger.value": "All time: {all_videos}, {all_yen}\nThis server: {guild_videos}, {guild_yen}",
+        # A count of videos: `videos(count, locale)` picks the one or the many.
+        "count.video": "{count:,} video",
+        "count.videos": "{count:,} videos",
         # Buttons (bot/frontend/buttons.py): on a posted video, on a confirmation, on a request waiting to be sent.
         "state.cancelled": "cancelled",
         "status.next.cancelled": "Its requester cancelled it before it was sent to the video service. Nothing was "
@@ -617,7 +619,9 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "balance.no_limit": "予算の設定なし",
         "balance.videos_left.value": "{count:,}本（1本{price}）",
         "balance.ledger": "このボットの記録",
-        "balance.ledger.value": "累計: {all_count:,}本、{all_yen}\nこのサーバー: {guild_count:,}本、{guild_yen}",
+        "balance.ledger.value": "累計: {all_videos}、{all_yen}\nこのサーバー: {guild_videos}、{guild_yen}",
+        "count.video": "{count:,}本",
+        "count.videos": "{count:,}本",
         "state.cancelled": "キャンセル済み",
         "status.next.cancelled": "動画サービスに送る前にリクエストした本人がキャンセルしました。費用はかかっていません。",
         "button.reroll": "再生成",
@@ -729,6 +733,11 @@ def language(locale: str | discord.Locale | None) -> str:
 def t(locale: str | discord.Locale | None, key: str, **params: object) -> str:
     """The text for `key` in the locale's language, filled with `params`."""
     return CATALOGUE[language(locale)][key].format(**params)
+
+
+def videos(count: int, locale: str | discord.Locale | None) -> str:
+    """`1 video`, `2 videos` (`1本`, `2本`)."""
+    return t(locale, "count.video" if count == 1 else "count.videos", count=count)
 
 
 def yen(amount: int, locale: str | discord.Locale | None) -> str:

@@ -208,6 +208,7 @@ async def test_the_progress_message_shows_a_place_in_line_and_where_updates_go_a
     receipt = embed_text(original(double, interaction))
     assert "Place in line: 1 of this bot's waiting jobs" in receipt
     assert re.search(r"Expected ready: <t:\d+:R>", receipt)  # from the learned durations of its model
+    assert "Expected wait" not in receipt  # one estimate, not a general range above it too
     assert "after that, use `/status #1`" in receipt and "<t:" in receipt
 
 

@@ -380,6 +380,33 @@ async def test_show_progress_edits_the_original_reply(
     assert len(double.requests) == requests_before
 
 
+async def test_news_through_the_interaction_edit_the_original_reply_at_the_path_discord_documents(
+    double: DiscordDouble,
+    delivery: DiscordDelivery,
+    store: JobStore,
+    receipts: asyncio.Queue[discord.Interaction],
+) -> None:
+    record = await double.send_slash_command("video", {"prompt": "a lighthouse"}, user_id=REQUESTER_ID)
+    interaction = await asyncio.wait_for(receipts.get(), 10)
+    await interaction.original_response()
+    job = await store.add_submission(
+        new_job(interaction_token=interaction.token, interaction_expires_at=time.time() + 15 * 60)
+    )
+    await store.transition(job.id, JobState.SUBMITTING)
+    job = await store.mark_accepted(job.id, "vid_news_01", PRICE_YEN, next_poll_at=time.time())
+    job = await store.transition(job.id, S.IN_PROGRESS)
+    job = await store.transition(job.id, S.FAILED, last_error="failed at the service")
+
+    await delivery.announce(job, "failed", via_interaction=True)
+
+    [edit] = [r for r in double.requests if r.method == "PATCH" and record.token in r.path]
+    # As discord.py's edit_original_response sends it, not percent-quoted ("%40original").
+    assert edit.path.split("?")[0] == f"/webhooks/{double.application_id}/{record.token}/messages/@original"
+    assert double.webhook_messages[record.token]["@original"]["content"] == embeds.announcement_text(
+        job, "failed", catalogue=BUILT_IN)
+    assert channel_posts(double) == []
+
+
 async def test_closed_dms_are_an_expected_refusal_logged_in_one_line(
     double: DiscordDouble,
     delivery: DiscordDelivery,

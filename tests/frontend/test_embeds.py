@@ -134,6 +134,14 @@ def test_the_receipt_of_a_request_not_yet_accepted_uses_the_request_time() -> No
     assert "Expected wait" not in fields(embed)
 
 
+def test_the_receipt_gives_one_estimate_of_the_wait() -> None:
+    # Without a learned estimate, the general range; with one, when it is likely ready, and not both.
+    general = fields(embeds.receipt_embed(job(state=S.PENDING), catalogue=BUILT_IN))
+    assert general["Expected wait"] == "about 1-3 minutes" and "Expected ready" not in general
+    learned = fields(embeds.receipt_embed(job(state=S.IN_PROGRESS), catalogue=BUILT_IN, ready_at=ACCEPTED + 95))
+    assert learned["Expected ready"] == f"<t:{int(ACCEPTED + 95)}:R>" and "Expected wait" not in learned
+
+
 def test_the_receipt_of_a_delivered_video_links_to_it() -> None:
     embed = embeds.receipt_embed(job(state=S.DELIVERED, delivered_channel_id=10, delivered_message_id=77),
                                 catalogue=BUILT_IN)
@@ -164,6 +172,19 @@ def test_a_failure_announcement_names_the_job_id_and_the_charge() -> None:
 
     assert text.startswith(f"<@{REQUESTER}> your video #42 failed")
     assert "charged ¥250" in text and "`vid_abc`" in text
+
+
+@pytest.mark.parametrize(
+    ("locale", "one", "many"),
+    [("en-US", "All time: 1 video, ¥250", "This server: 2 videos, ¥500"),
+     ("ja", "累計: 1本、250円", "このサーバー: 2本、500円")],
+)
+def test_the_balance_ledger_counts_one_video_and_many_videos(locale: str, one: str, many: str) -> None:
+    embed = embeds.balance_embed(KeyInfo(spend=500, max_budget=10_000), masked_key="…abcd", price_yen=250,
+                                 ledger_all=(1, 250), ledger_guild=(2, 500), locale=locale)
+
+    ledger = list(fields(embed).values())[-1]
+    assert ledger.splitlines() == [one, many]
 
 
 def test_the_balance_embed_never_counts_negative_videos() -> None:

@@ -116,7 +116,7 @@ class DoubleApp(ApplicationRoutes, GuildRoutes, ChannelRoutes, InteractionRoutes
 
         record = RecordedRequest(
             method=request.method,
-            path=request.path_qs[len(API_PREFIX) :],
+            path=request.raw_path[len(API_PREFIX) :],
             headers=dict(request.headers),
             json=None,
             files=[],

@@ -63,7 +63,8 @@ UPLOADS: Final = web.RequestKey("uploads", list[Upload])
 
 @dataclass
 class RecordedRequest:
-    """One REST call. `path` is below `api_base` (e.g. "/channels/1/messages?x=1")."""
+    """One REST call. `path` is below `api_base` (e.g. "/channels/1/messages?x=1"), as sent: percent-escapes kept,
+    so a test sees the very path Discord would (`@original`, not `%40original`)."""
 
     method: str
     path: str
