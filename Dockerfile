@@ -27,10 +27,13 @@ COPY bot ./bot
 RUN pip install --no-deps .
 
 # Image-owned paths, all inside the volume. compose.yaml sets the same values in `environment:` so that a
-# line in .env cannot move them out of the volume (tests/test_docker.py checks the three agree).
+# line in .env cannot move them out of the volume (tests/test_docker.py checks the three agree). The demo
+# (`docker compose run --rm bot python -m bot demo`) saves its video in the volume too: /app itself is not
+# the bot user's to write.
 ENV DATABASE_PATH=/app/data/bot.sqlite3 \
     VIDEO_STORAGE_DIR=/app/data/videos \
-    HEARTBEAT_PATH=/app/data/heartbeat
+    HEARTBEAT_PATH=/app/data/heartbeat \
+    DEMO_OUTPUT_DIR=/app/data/demo-output
 
 USER 10001:10001
 # The database and videos waiting for delivery outlive the container.

@@ -19,6 +19,8 @@ import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from bot.cli import demo as demo_command
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 IMAGE_OWNED = ("DATABASE_PATH", "VIDEO_STORAGE_DIR", "HEARTBEAT_PATH")
 
@@ -196,6 +198,24 @@ def test_the_healthcheck_reads_the_heartbeat_the_bot_writes(
     if "healthcheck" in service:
         assert not service["healthcheck"].get("disable")
         assert heartbeat in " ".join(service["healthcheck"]["test"])
+
+
+def test_the_demo_in_the_container_saves_its_video_inside_the_volume(
+    dockerfile: list[Instruction], dot_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `docker compose run --rm bot python -m bot demo`: the bot service's environment and volume. The image's
+    # user cannot write /app (the WORKDIR, where ./demo-output would be), only the volume it owns.
+    service = compose_services()["bot"]
+    effective = image_env(dockerfile) | dot_env | compose_environment(service)
+    out = PurePosixPath(effective["DEMO_OUTPUT_DIR"])
+    assert any(volume in out.parents for volume in volume_targets(dockerfile, service)), f"{out} is outside"
+    owned = " ".join(ins.args for ins in dockerfile if ins.keyword == "RUN")
+    assert re.search(rf"chown 10001:10001 {re.escape(str(out.parent))}\b", owned), "the volume is the user's"
+    monkeypatch.setenv("DEMO_OUTPUT_DIR", str(out))
+    assert str(demo_command.default_out_dir()) == str(out)  # what `demo` saves to without --out
+    # And the documentation shows the command, and where the video lands.
+    operations = (REPO_ROOT / "docs" / "operations.md").read_text()
+    assert "docker compose run --rm bot python -m bot demo" in operations and str(out) in operations
 
 
 # --- the image ----------------------------------------------------------------------------------------------

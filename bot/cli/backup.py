@@ -18,19 +18,50 @@ class BackupError(Exception):
     pass
 
 
-def backup_database(source: Path, destination: Path) -> tuple[Path, int]:
+class BackupExists(BackupError):
+    """The named file is there already: a backup never replaces one unless told to (--force)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__(f"{path} exists already; name another file, a folder (for a time-stamped file), or pass "
+                         "--force to replace it")
+
+
+def names_a_folder(destination: Path | str) -> bool:
+    """A folder that exists, or a path written with a trailing slash (a folder to create)."""
+    text = str(destination)
+    return text.endswith(("/", os.sep)) or Path(text).is_dir()
+
+
+def stamped(folder: Path, source: Path, now: datetime) -> Path:
+    """A time-stamped name in `folder` that no file has yet (two backups in one second get two files)."""
+    stamp = now.strftime("%Y%m%d-%H%M%S")
+    candidate = folder / f"{source.stem}-{stamp}{source.suffix}"
+    number = 1
+    while candidate.exists():
+        number += 1
+        candidate = folder / f"{source.stem}-{stamp}-{number}{source.suffix}"
+    return candidate
+
+
+def backup_database(source: Path, destination: Path | str, *, force: bool = False) -> tuple[Path, int]:
     """Copy `source` with SQLite's online backup API (safe while the bot writes); returns (path, schema).
 
-    `destination` may be a directory (a dated name is chosen in it). The copy is written under a
-    temporary name in the same directory and renamed, so a half-written backup never has the final name.
+    `destination` may be a folder: an existing one, or a path ending in `/` (created); a time-stamped file is
+    made in it. An existing file is replaced only with `force`. The copy is written under a temporary name in
+    the same folder and then linked or renamed into place, so a half-written backup never has the final name.
     """
     if not source.is_file():
         raise BackupError(f"no database at {source}")
-    if destination.is_dir():
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        destination = destination / f"{source.stem}-{stamp}{source.suffix}"
+    if names_a_folder(destination):
+        folder = Path(destination)
+        folder.mkdir(parents=True, exist_ok=True)
+        destination = stamped(folder, source, datetime.now(UTC))
+    destination = Path(destination)
     if destination.resolve() == source.resolve():
         raise BackupError("the backup must not overwrite the database itself")
+    if destination.exists() and not force:
+        raise BackupExists(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".partial")
     os.close(fd)
@@ -48,19 +79,32 @@ def backup_database(source: Path, destination: Path) -> tuple[Path, int]:
                 raise BackupError(f"the copy failed SQLite's quick_check: {verdict}")
         with partial.open("rb") as written:
             os.fsync(written.fileno())
-        os.replace(partial, destination)
+        if force:
+            os.replace(partial, destination)
+        else:
+            try:
+                os.link(partial, destination)  # never replaces a file that appeared meanwhile
+            except FileExistsError:
+                raise BackupExists(destination) from None
+            except OSError:  # a file system without hard links: look, then rename
+                if destination.exists():
+                    raise BackupExists(destination) from None
+                os.replace(partial, destination)
     finally:
         partial.unlink(missing_ok=True)
     return destination, schema
 
 
-async def backup(settings: Settings, destination: Path) -> int:
+async def backup(settings: Settings, destination: Path | str, *, force: bool = False) -> int:
     if settings.database_url is not None:
         print(f"backup: the database is PostgreSQL ({settings.database_shown}): back it up with pg_dump",
               file=sys.stderr)
         return 1
     try:
-        path, schema = await asyncio.to_thread(backup_database, settings.database_path, destination)
+        path, schema = await asyncio.to_thread(backup_database, settings.database_path, destination, force=force)
+    except BackupExists as exc:
+        print(f"backup: {exc}", file=sys.stderr)
+        return 2
     except (BackupError, sqlite3.Error, OSError) as exc:
         print(f"backup failed: {exc}", file=sys.stderr)
         return 1

@@ -7,7 +7,6 @@ import contextlib
 import shutil
 import sqlite3
 import sys
-import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +16,17 @@ import discord
 
 from bot.app import build_client, catalogue_of
 from bot.cli.common import NETWORK_ERRORS, TOKEN_REFUSED, describe_connection_error, discord_login
+from bot.cli.preflight import (
+    database_problem,
+    folder_problem,
+    heartbeat_problem,
+    nearest_existing,
+    port_problem,
+)
 from bot.community import trust
 from bot.config.settings import Settings
 from bot.core.errors import ProtocolError, RateLimited, Rejected, ServerError, VideoServiceError
+from bot.core.host import SetupError
 from bot.core.retry import NO_RETRY
 from bot.frontend.i18n import EN, yen
 from bot.service.catalogue import Catalogue, CatalogueError
@@ -28,6 +35,11 @@ from bot.store.jobs import SCHEMA_VERSION, DatabaseTooNew, StoreUnavailable
 
 #: Below this, `check` fails the video directory: a video is a few MB, the database grows too.
 MIN_FREE_BYTES = 200 * 1024 * 1024
+#: The longest one check waits for an answer, whatever HTTP_TIMEOUT_SECONDS says: a host at the terminal
+#: wants to know soon, and a service that has not answered in this long is worth a line of its own.
+CHECK_SECONDS = 10.0
+#: What the bot's own /metrics page holds, to tell a running bot on METRICS_PORT from another program.
+_OWN_METRIC = b"videobot_"
 
 
 @dataclass(frozen=True)
@@ -35,38 +47,35 @@ class CheckResult:
     name: str
     ok: bool
     detail: str
-    #: The exit status this failure asks for: 2 when the bot must not run at all with this data.
+    #: The exit status this failure asks for: 2 when the bot must not run at all with this data or set-up.
     failure_code: int = 1
+    #: Further lines under a failure, one problem each.
+    problems: tuple[str, ...] = ()
 
     def line(self) -> str:
-        return f"{self.name}: OK ({self.detail})" if self.ok else f"{self.name}: FAILED: {self.detail}"
+        if self.ok:
+            return f"{self.name}: OK ({self.detail})"
+        return "\n".join([f"{self.name}: FAILED: {self.detail}", *(f"  - {p}" for p in self.problems)])
+
+    @classmethod
+    def setup(cls, name: str, problem: SetupError) -> CheckResult:
+        return cls(name, False, str(problem), failure_code=2)
 
 
-def _nearest_existing(path: Path) -> Path:
-    while not path.exists() and path.parent != path:
-        path = path.parent
-    return path
+def check_settings(settings: Settings) -> CheckResult:
+    env_file = settings.env_file
+    read = f".env {env_file.describe()}; " if env_file is not None else ""
+    return CheckResult("settings", True, f"{read}service {settings.video_api_base_url}, "
+                                         f"database {settings.database_shown}")
 
 
-def directory_problem(directory: Path) -> str | None:
-    """Why the bot could not create files in `directory` (made if missing), or None."""
-    existing = _nearest_existing(directory)
-    if not existing.is_dir():
-        return f"{existing} is not a directory"
-    try:
-        # Really write: permission bits, read-only mounts and quotas all show up here.
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as exc:
-        return f"{existing} is not writable ({exc.strerror or exc})"
-    return None
-
-
-def check_database(path: Path) -> CheckResult:
+def check_database(settings: Settings) -> CheckResult:
+    """The SQLite file: its folder and files writable by this user, then its schema read (read-only)."""
     name = "database"
-    problem = directory_problem(path.parent)
+    problem = database_problem(settings)
     if problem is not None:
-        return CheckResult(name, False, f"cannot write the database's directory: {problem}")
+        return CheckResult.setup(name, problem)
+    path = settings.database_path
     if not path.exists():
         return CheckResult(name, True, f"schema {SCHEMA_VERSION} will be created at {path}")
     try:
@@ -99,13 +108,17 @@ async def check_postgres(url: str, shown: str) -> CheckResult:
 
     name = "database"
     try:
-        database = await PostgresDatabase.open(url, min_size=1, max_size=1)
+        async with asyncio.timeout(CHECK_SECONDS):
+            database = await PostgresDatabase.open(url, min_size=1, max_size=1)
+    except TimeoutError:
+        return CheckResult(name, False, f"cannot reach {shown}: no answer within {CHECK_SECONDS:.0f} s")
     except StoreUnavailable as exc:
         return CheckResult(name, False, str(exc))
     try:
-        found = await database.schema_version()
-    except StoreUnavailable as exc:
-        return CheckResult(name, False, f"cannot read {shown}: {exc}")
+        async with asyncio.timeout(CHECK_SECONDS):
+            found = await database.schema_version()
+    except (StoreUnavailable, TimeoutError) as exc:
+        return CheckResult(name, False, f"cannot read {shown}: {exc or 'no answer in time'}")
     finally:
         await database.close()
     return _schema_result(name, found, shown)
@@ -113,10 +126,10 @@ async def check_postgres(url: str, shown: str) -> CheckResult:
 
 def check_videos(directory: Path) -> CheckResult:
     name = "videos"
-    problem = directory_problem(directory)
+    problem = folder_problem("VIDEO_STORAGE_DIR", directory)
     if problem is not None:
-        return CheckResult(name, False, f"cannot write VIDEO_STORAGE_DIR: {problem}")
-    free = shutil.disk_usage(_nearest_existing(directory)).free
+        return CheckResult.setup(name, problem)
+    free = shutil.disk_usage(nearest_existing(directory)).free
     free_text = f"{free / 1024**3:.1f} GiB free"
     if free < MIN_FREE_BYTES:
         return CheckResult(name, False, f"{directory}: only {free // 1024**2} MiB free")
@@ -124,27 +137,67 @@ def check_videos(directory: Path) -> CheckResult:
     return CheckResult(name, True, f"{directory}, {free_text}{created}")
 
 
+def check_heartbeat(settings: Settings) -> CheckResult:
+    problem = heartbeat_problem(settings)
+    if problem is not None:
+        return CheckResult.setup("heartbeat", problem)
+    return CheckResult("heartbeat", True, str(settings.heartbeat_path))
+
+
+async def check_metrics(settings: Settings) -> CheckResult:
+    """The /metrics port is free, or served by a bot of these settings that runs now."""
+    name = "metrics"
+    where = f"{settings.metrics_host}:{settings.metrics_port}"
+    problem = port_problem(settings)
+    if problem is None:
+        return CheckResult(name, True, f"{where} is free for /metrics")
+    if await _serves_our_metrics(f"http://{where}/metrics"):
+        return CheckResult(name, True, f"{where} serves a running bot's /metrics")
+    return CheckResult.setup(name, problem)
+
+
+async def _serves_our_metrics(url: str) -> bool:
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            async with session.get(url) as response:
+                return response.status == 200 and _OWN_METRIC in await response.read()
+    except (aiohttp.ClientError, TimeoutError):
+        return False
+
+
 def check_models(settings: Settings) -> tuple[CheckResult, Catalogue | None]:
-    """The model catalogue: MODELS_FILE read and valid (every problem named), or the built-in model."""
+    """The model catalogue: MODELS_FILE read and valid (every problem named, one a line), or the built-in model."""
     name = "models"
     try:
         catalogue = catalogue_of(settings)
     except CatalogueError as exc:
-        return CheckResult(name, False, f"{exc.source}: " + "; ".join(exc.problems), failure_code=2), None
+        count = len(exc.problems)
+        return CheckResult(name, False, f"{exc.source}: {count} problem{'s' if count != 1 else ''}",
+                           failure_code=2, problems=tuple(exc.problems)), None
     default = catalogue.default
     source = str(settings.models_file) if settings.models_file is not None else "built in"
-    count = f"{len(catalogue)} model{'s' if len(catalogue) != 1 else ''}"
-    return CheckResult(name, True, f"{source}: {count}; default {default.id} at "
+    count_text = f"{len(catalogue)} model{'s' if len(catalogue) != 1 else ''}"
+    return CheckResult(name, True, f"{source}: {count_text}; default {default.id} at "
                                    f"{yen(catalogue.price_of(default.id), EN)}"), catalogue
+
+
+def key_shown(key: str) -> str:
+    """The key as `check` names it: its masked end, or its length when too short to show any of it."""
+    masked = mask_key(key)
+    return f"key {masked}" if masked != "…" else f"key of {len(key)} characters (too short to show its end)"
 
 
 async def check_video_service(settings: Settings, catalogue: Catalogue | None = None) -> CheckResult:
     """The key's spend and budget; with a catalogue, also how many videos of its default model it pays for."""
     name = "video service"
+    seconds = min(settings.http_timeout_seconds, CHECK_SECONDS)
     async with aiohttp.ClientSession() as session:
-        client = build_client(settings, session, paced=False, read_retry=NO_RETRY)
+        client = build_client(settings, session, paced=False, read_retry=NO_RETRY, timeout_seconds=seconds)
         try:
-            info = await client.key_info()
+            async with asyncio.timeout(seconds + 1):  # a bound on the whole, whatever the client does
+                info = await client.key_info()
+        except TimeoutError:
+            return CheckResult(name, False, f"cannot reach {settings.video_api_base_url}: timed out")
         except Rejected as exc:
             if exc.status in (401, 403):
                 return CheckResult(name, False, f"the key was refused (HTTP {exc.status}): {exc.reason}")
@@ -154,14 +207,15 @@ async def check_video_service(settings: Settings, catalogue: Catalogue | None = 
         except VideoServiceError as exc:
             return CheckResult(name, False, f"cannot reach {settings.video_api_base_url}: "
                                             f"{describe_connection_error(exc)}")
-    key = f"key {mask_key(settings.video_api_key)}"
+    key = key_shown(settings.video_api_key)
     if info.max_budget is None or info.available is None:
         return CheckResult(name, True, f"{key}; spent {yen(info.spend, EN)}, no budget limit")
     balance = f"spent {yen(info.spend, EN)} of {yen(info.max_budget, EN)}; available {yen(info.available, EN)}"
     if catalogue is None:
         return CheckResult(name, True, f"{key}; {balance}")
     price = catalogue.price_of(catalogue.default_id)
-    balance += f" ({max(0, info.available) // price} videos at {yen(price, EN)})"
+    affordable = max(0, info.available) // price
+    balance += f" ({affordable} video{'s' if affordable != 1 else ''} at {yen(price, EN)})"
     if info.available < price:
         return CheckResult(name, False, f"{key}; {balance}: the budget cannot pay for one more video")
     return CheckResult(name, True, f"{key}; {balance}")
@@ -179,7 +233,7 @@ _PUBLIC_BOT_SHOWN = {
 async def check_discord(settings: Settings) -> CheckResult:
     name = "discord"
     try:
-        login = await discord_login(settings.discord_token, settings.http_timeout_seconds)
+        login = await discord_login(settings.discord_token, min(settings.http_timeout_seconds, CHECK_SECONDS))
     except discord.LoginFailure:
         return CheckResult(name, False, f"{TOKEN_REFUSED} (HTTP 401)")
     except discord.HTTPException as exc:
@@ -195,27 +249,34 @@ async def check_discord(settings: Settings) -> CheckResult:
 
 
 async def check(settings: Settings) -> int:
-    """One line per check; exit 1 if any failed (2 if the bot would refuse to start: a database from a newer bot, a
-    bad models file, a public application with no server list)."""
-    print(f"settings: OK (service {settings.video_api_base_url}, database {settings.database_shown})", flush=True)
+    """One line per check, each printed as it finishes; exit 1 if any failed, 2 if the bot would refuse to start:
+    a mistake in the set-up, a database from a newer bot, a bad models file, a public application with no server
+    list."""
+    results: list[CheckResult] = []
+
+    def report(result: CheckResult) -> None:
+        print(result.line(), flush=True)
+        results.append(result)
+
+    report(check_settings(settings))
     models, catalogue = check_models(settings)
-    print(models.line(), flush=True)
+    report(models)
     url = settings.database_url
     steps: list[Callable[[], Awaitable[CheckResult]]] = [
         (lambda: check_postgres(url, settings.database_shown)) if url is not None
-        else (lambda: asyncio.to_thread(check_database, settings.database_path)),
+        else (lambda: asyncio.to_thread(check_database, settings)),
         lambda: asyncio.to_thread(check_videos, settings.video_storage_dir),
-        lambda: check_video_service(settings, catalogue),
-        lambda: check_discord(settings),
     ]
-    failures: list[CheckResult] = [] if models.ok else [models]
+    if settings.heartbeat_path is not None:
+        steps.append(lambda: asyncio.to_thread(check_heartbeat, settings))
+    if settings.metrics_port is not None:
+        steps.append(lambda: check_metrics(settings))
+    steps += [lambda: check_video_service(settings, catalogue), lambda: check_discord(settings)]
     for step in steps:
-        result = await step()
-        print(result.line(), flush=True)
-        if not result.ok:
-            failures.append(result)
+        report(await step())
+    failures = [result for result in results if not result.ok]
     if failures:
         print(f"check failed: {', '.join(f.name for f in failures)}", file=sys.stderr)
         return max(f.failure_code for f in failures)
-    print("check: OK")
+    print("check: OK", flush=True)
     return 0

@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 
 from bot.app import open_store
+from bot.cli.preflight import database_problem, require
 from bot.config.settings import Settings
 from bot.store.jobs.meta import HOST_PAUSE
 
 
 async def pause(settings: Settings, *, on: bool) -> int:
     """The host's pause of /video in every server, kept in the database: the running bot obeys it at once."""
+    require(database_problem(settings))
     store = await open_store(settings)
     try:
         if on:

@@ -18,8 +18,11 @@ from bot.cli.common import (
     one_process,
     open_database,
     until_stopped,
+    version,
 )
+from bot.cli.preflight import require, run_problems
 from bot.config.settings import Settings
+from bot.core.host import CHECK_HINT
 from bot.core.retry import RetryPolicy
 from bot.frontend.bot import VideoBot
 
@@ -31,7 +34,17 @@ log = logging.getLogger("bot")
 DISCORD_START_RETRY = RetryPolicy(attempts=2_000, deadline=24 * 3600, base_delay=1.0, max_delay=60.0)
 
 
+def startup_line(settings: Settings) -> str:
+    """What is starting, with what: the first line of every run's log."""
+    database = (settings.database_shown if settings.database_url is not None
+                else f"{settings.database_path.absolute()} (SQLite)")
+    env_file = settings.env_file.describe() if settings.env_file is not None else "not read"
+    return (f"video-request-bot {version()} starting: database {database}; video service "
+            f"{settings.video_api_base_url}; .env {env_file}; {settings.shards.describe()}")
+
+
 async def run(settings: Settings) -> int:
+    require(*run_problems(settings))  # a folder, file or port of the host's: one line, before anything opens
     with one_process(settings):
         return await _run(settings)
 
@@ -79,10 +92,11 @@ async def _run(settings: Settings) -> int:
             attempt += 1
             delay = DISCORD_START_RETRY.delay(attempt)
             if not DISCORD_START_RETRY.allows(attempt, time.monotonic() - started, delay):
-                log.error("cannot reach Discord (%s); gave up after %d attempts", describe_connection_error(exc),
-                          attempt)
+                log.error("cannot reach Discord (%s); gave up after %d attempts; %s", describe_connection_error(exc),
+                          attempt, CHECK_HINT)
                 return 1
-            log.warning("cannot reach Discord (%s); retrying in %.0f s", describe_connection_error(exc), delay)
+            log.warning("cannot reach Discord (%s); retrying in %.0f s; %s", describe_connection_error(exc), delay,
+                        CHECK_HINT)
             await until_stopped(asyncio.sleep(delay), stopping)
         except Exception:
             if stopping.is_set():

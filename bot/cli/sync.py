@@ -8,12 +8,15 @@ import discord
 
 from bot.app import catalogue_of, create_bot
 from bot.cli.common import NETWORK_ERRORS, TOKEN_REFUSED, describe_connection_error, one_process, open_database
+from bot.cli.preflight import database_problem, require
 from bot.config.settings import Settings
+from bot.core.host import CHECK_HINT
 
 log = logging.getLogger("bot")
 
 
 async def sync(settings: Settings) -> int:
+    require(database_problem(settings))
     # Syncing starts the bot's set-up, which recovers half-done requests: never beside a running bot.
     with one_process(settings):
         return await _sync(settings)
@@ -29,6 +32,6 @@ async def _sync(settings: Settings) -> int:
             log.error("%s: check it in the developer portal", TOKEN_REFUSED)
             return 1
         except NETWORK_ERRORS as exc:
-            log.error("cannot reach Discord (%s)", describe_connection_error(exc))
+            log.error("cannot reach Discord (%s); %s", describe_connection_error(exc), CHECK_HINT)
             return 1
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -33,12 +33,35 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-class SettingsError(Exception):
-    """Every problem found in the settings, listed at once."""
+@dataclass(frozen=True)
+class EnvFile:
+    """Where `.env` was looked for, and whether one was there: named at start and in every settings error."""
 
-    def __init__(self, problems: list[str]) -> None:
+    path: Path
+    found: bool
+
+    def describe(self) -> str:
+        return str(self.path) if self.found else f"none found at {self.path}"
+
+    def explain(self) -> str:
+        """Where the settings came from, and what to do if they are not there."""
+        if self.found:
+            return f"settings come from the environment and from {self.path} (the environment wins)"
+        return (f"no .env file at {self.path}: settings come from the environment and from .env in the folder the "
+                f"bot starts in. Copy .env.example to {self.path} and fill it in, or start the bot from the folder "
+                "that holds your .env (under systemd: WorkingDirectory=)")
+
+
+class SettingsError(Exception):
+    """Every problem found in the settings, listed at once (and, once known, where `.env` was looked for)."""
+
+    def __init__(self, problems: list[str], env_file: EnvFile | None = None) -> None:
         self.problems = problems
-        super().__init__("invalid settings:\n" + "\n".join(f"  - {p}" for p in problems))
+        self.env_file = env_file
+        text = "invalid settings:\n" + "\n".join(f"  - {p}" for p in problems)
+        if env_file is not None:
+            text += "\n" + env_file.explain()
+        super().__init__(text)
 
 
 @dataclass(frozen=True)
@@ -103,6 +126,10 @@ class Settings:
     # Discord sharding (bot/config/shards.py): None and None is automatic, every shard in this one process.
     shard_count: int | None = None
     shard_ids: tuple[int, ...] | None = None
+    # The setting the SQLite file came from (DATABASE_URL=sqlite:///… wins over DATABASE_PATH), for messages.
+    database_setting: str = "DATABASE_PATH"
+    # The `.env` looked for (None: read from a mapping alone, as tests do).
+    env_file: EnvFile | None = None
 
     @property
     def zone(self) -> ZoneInfo:
@@ -122,9 +149,10 @@ class _Reader:
 
     def raw(self, name: str) -> str | None:
         value = self.env.get(name)
-        if value is None or value.strip() == "":
+        if value is None:
             return None
-        return value.strip()
+        value = value.strip().strip(_INVISIBLE).strip()
+        return value or None
 
     def required(self, name: str) -> str:
         value = self.raw(name)
@@ -143,6 +171,43 @@ class _Reader:
             # Never echo the value: a misplaced secret must not reach the terminal.
             self.problems.append(f"{name} must be {expected}")
             return default
+
+
+#: Whitespace and invisible characters a copy from a web page or a chat brings along: stripped from the ends
+#: of every value (str.strip() knows the first, not the zero-width ones or a byte-order mark).
+_INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
+#: What a pasted secret sometimes starts with: the header's scheme, which the bot adds itself.
+_SECRET_PREFIXES = {"VIDEO_API_KEY": "Bearer ", "DISCORD_TOKEN": "Bot "}
+
+
+def _secret(r: _Reader, name: str) -> str:
+    """A key or token as pasted: a scheme prefix dropped with a warning; refused (without ever showing the value)
+    if it holds what no key or token can: full-width or other non-ASCII characters, spaces, control characters."""
+    value = r.required(name)
+    prefix = _SECRET_PREFIXES[name]
+    if value[: len(prefix)].lower() == prefix.lower():
+        value = value[len(prefix):].strip(" \t")
+        log.warning("%s starts with %r, which the bot adds itself: using the rest; remove %r from the setting to "
+                    "silence this warning", name, prefix.strip(), prefix.strip())
+    problem = _secret_problem(value)
+    if problem is not None:
+        r.problems.append(f"{name} {problem} (the value is not shown here)")
+        return ""
+    return value
+
+
+def _secret_problem(value: str) -> str | None:
+    for position, char in enumerate(value, start=1):
+        if "\uff01" <= char <= "\uff5e" or char == "\u3000":
+            return (f"holds full-width characters (the first is character {position}): type it again in half-width "
+                    "(ASCII) characters, or copy it again from where it was issued")
+        if char.isspace():
+            return (f"holds a space or line break inside (at character {position}), which no key or token has: "
+                    "copy it again in one piece")
+        if not char.isascii() or not char.isprintable():
+            return (f"holds a character that no key or token has (character {position}, perhaps an invisible "
+                    "one): copy it again from where it was issued")
+    return None
 
 
 def _positive_float(text: str) -> float:
@@ -218,7 +283,7 @@ def _zone(text: str) -> str:
 def read_settings(env: Mapping[str, str]) -> Settings:
     """Build settings from a mapping; raises SettingsError listing every problem."""
     r = _Reader(env)
-    token = r.required("DISCORD_TOKEN")
+    token = _secret(r, "DISCORD_TOKEN")
     base_url = r.required("VIDEO_API_BASE_URL")
     if base_url:
         parts = urlsplit(base_url)
@@ -233,13 +298,15 @@ def read_settings(env: Mapping[str, str]) -> Settings:
                 f"https://{parts.netloc}{parts.path} (only a local or private address, such as http://127.0.0.1:8080 "
                 "for the simulator, may use http://)"
             )
-    api_key = r.required("VIDEO_API_KEY")
+    api_key = _secret(r, "VIDEO_API_KEY")
     database_path = Path(r.raw("DATABASE_PATH") or "data/bot.sqlite3")
     database_url = r.raw("DATABASE_URL")
+    database_setting = "DATABASE_PATH"
     if database_url is not None:
         sqlite_path = sqlite_path_of(database_url)
         if sqlite_path is not None:
             database_path, database_url = sqlite_path, None  # DATABASE_URL wins over DATABASE_PATH
+            database_setting = "DATABASE_URL"
         elif not is_postgres_url(database_url):
             # Never echo it: it may hold a password.
             r.problems.append("DATABASE_URL must be sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE")
@@ -292,21 +359,31 @@ def read_settings(env: Mapping[str, str]) -> Settings:
         shard_count=r.parsed("SHARD_COUNT", None, _positive_int, "a whole number of shards, 1 or more"),
         shard_ids=r.parsed("SHARD_IDS", None, _shard_list,
                            "a comma-separated list of shard ids (whole numbers from 0), such as 0,1"),
+        database_setting=database_setting,
     )
     if settings.shard_count is not None or r.raw("SHARD_COUNT") is None:  # a bad count is reported already
         r.problems.extend(shard_problems(settings.shard_count, settings.shard_ids))
     if r.problems:
         raise SettingsError(r.problems)
-    return settings
-
-
-def load_settings(dotenv_path: Path | None = None) -> Settings:
-    """Load `.env` from the working directory (real environment wins), then read and validate."""
-    load_dotenv(dotenv_path or Path.cwd() / ".env", override=False)
-    settings = read_settings(os.environ)
     if settings.poll_interval_seconds < RECOMMENDED_MIN_POLL_SECONDS:
         log.warning(
             "POLL_INTERVAL_SECONDS=%s is below the service's 15 s guidance; use it only for tests and dry runs",
             settings.poll_interval_seconds,
         )
     return settings
+
+
+def load_settings(dotenv_path: Path | None = None) -> Settings:
+    """Load `.env` from the working directory (real environment wins), then read and validate.
+
+    The settings (and any SettingsError) name the `.env` looked for, and whether it was there.
+    """
+    path = (dotenv_path or Path.cwd() / ".env").absolute()
+    env_file = EnvFile(path, path.is_file())
+    if env_file.found:
+        load_dotenv(path, override=False)
+    try:
+        settings = read_settings(os.environ)
+    except SettingsError as exc:
+        raise SettingsError(exc.problems, env_file) from None
+    return replace(settings, env_file=env_file)

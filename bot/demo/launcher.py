@@ -162,9 +162,13 @@ class Demo:
 
     def save(self, post: RecordedRequest) -> Path:
         name, data = post.files[0]
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         path = (self.out_dir / Path(name).name).resolve()  # the bare name: nothing outside out_dir
-        path.write_bytes(data)
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        except OSError as exc:
+            raise DemoFailed(f"cannot save the video to {path} ({exc.strerror or exc}): pass --out a folder "
+                             "you can write") from None
         self.say("")
         self.say(f"demo: saved the posted video to {path} ({len(data):,} bytes)")
         return path

@@ -121,6 +121,42 @@ def make_handler(
     return handler
 
 
+class HeldLogs(_BotHandler):
+    """Keeps the records logged before the log's format is known (while the settings that name it are read).
+
+    `setup_logging` replaces it like any handler it installed; `replay` then writes what it kept in the format
+    the settings asked for, so a JSON log is JSON from its first line.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def replay(self) -> None:
+        root = logging.getLogger()
+        for record in self.records:
+            if record.levelno >= root.getEffectiveLevel():
+                for handler in root.handlers:
+                    if record.levelno >= handler.level:
+                        handler.handle(record)
+        self.records.clear()
+
+
+def hold_logs(level: str | int = logging.INFO) -> HeldLogs:
+    """Hold every record until `setup_logging`, then `replay` them: nothing is written in a format not yet chosen."""
+    held = HeldLogs()
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _BotHandler)]:
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(held)
+    root.setLevel(level)
+    return held
+
+
 def setup_logging(
     level: str | int = logging.INFO,
     log_format: str = "text",

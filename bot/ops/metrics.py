@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from bot.core.host import cannot_listen
 from bot.core.lifecycle import JobState
 from bot.core.notices import Notice
 from bot.core.tasks import cancel_and_wait
@@ -209,6 +210,10 @@ class MetricsEndpoint:
         try:
             site = web.TCPSite(runner, host, port)
             await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            # The host's port or address, not the bot's fault: one line naming the setting (exit status 2).
+            raise cannot_listen("METRICS_PORT", "METRICS_HOST", host, port, exc) from None
         except BaseException:
             await runner.cleanup()
             raise

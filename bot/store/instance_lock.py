@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bot.core.errors import BotError
+from bot.core.host import cannot_write
 
 
 class AlreadyRunning(BotError):
@@ -35,8 +36,14 @@ def lock_path(database: Path) -> Path:
 def single_process(database: Path) -> Iterator[None]:
     """Hold the database's process lock for the duration; raises AlreadyRunning if another process holds it."""
     path = lock_path(database)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+", encoding="utf-8") as handle:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("a+", encoding="utf-8")
+    except OSError as exc:
+        # A folder or lock file left to root by a `sudo` run, a read-only mount: the host's to fix.
+        folder = not path.parent.is_dir() or not path.exists()
+        raise cannot_write("DATABASE_PATH", path.parent if folder else path, exc, folder=folder) from None
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -3,6 +3,7 @@
 import asyncio
 import contextlib
 import os
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -80,6 +81,29 @@ async def test_backup_into_a_directory_picks_a_dated_name(tmp_path: Path) -> Non
     assert path.parent == folder and path.name.startswith("bot-") and path.suffix == ".sqlite3"
 
 
+async def test_two_backups_into_one_folder_in_the_same_second_are_two_files(tmp_path: Path) -> None:
+    live = tmp_path / "bot.sqlite3"
+    await (await JobStore.open(live)).close()
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    first, _ = backup_database(live, folder)
+    second, _ = backup_database(live, folder)
+    assert first != second and first.parent == second.parent == folder
+    assert sorted(folder.iterdir()) == sorted([first, second])
+
+
+async def test_an_existing_backup_file_is_replaced_only_when_forced(tmp_path: Path) -> None:
+    live = tmp_path / "bot.sqlite3"
+    await (await JobStore.open(live)).close()
+    destination = tmp_path / "copy.sqlite3"
+    destination.write_bytes(b"last week's backup")
+    with pytest.raises(BackupError, match=r"exists already.*--force"):
+        backup_database(live, destination)
+    assert destination.read_bytes() == b"last week's backup"
+    assert backup_database(live, destination, force=True) == (destination, SCHEMA_VERSION)
+    assert rows(destination) == rows(live)
+
+
 def test_backup_refuses_to_overwrite_the_database_or_copy_nothing(tmp_path: Path) -> None:
     live = tmp_path / "bot.sqlite3"
     with pytest.raises(BackupError, match="no database"):
@@ -100,9 +124,21 @@ async def test_a_failed_backup_leaves_the_previous_one_whole(tmp_path: Path) -> 
     broken = tmp_path / "broken.sqlite3"
     broken.write_bytes(b"not a database" * 1000)
     with pytest.raises(sqlite3.DatabaseError):
-        backup_database(broken, destination)
+        backup_database(broken, destination, force=True)
     assert rows(destination) == rows(good)
     assert list(destination.parent.iterdir()) == [destination]
+
+
+async def backup_command(tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "VIDEO_", "LOG_"))}
+    env.update(PYTHONPATH=str(REPO_ROOT), DISCORD_TOKEN="x", VIDEO_API_BASE_URL="http://127.0.0.1:1",
+               VIDEO_API_KEY="sk-any-key-0000000", DATABASE_PATH=str(tmp_path / "bot.sqlite3"))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "backup", *args, cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    return process.returncode or 0, out.decode(), err.decode()
 
 
 async def test_the_backup_command_prints_the_path_and_the_schema(tmp_path: Path) -> None:
@@ -110,15 +146,24 @@ async def test_the_backup_command_prints_the_path_and_the_schema(tmp_path: Path)
     store = await JobStore.open(live)
     await store.add_submission(new_job(1))
     await store.close()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "VIDEO_", "LOG_"))}
-    env.update(PYTHONPATH=str(REPO_ROOT), DISCORD_TOKEN="x", VIDEO_API_BASE_URL="http://127.0.0.1:1",
-               VIDEO_API_KEY="sk-any-key-0000000", DATABASE_PATH=str(live))
     destination = tmp_path / "copy.sqlite3"
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "backup", str(destination), cwd=tmp_path, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=30)
-    assert process.returncode == 0, err.decode()
-    assert out.decode().strip() == f"backup: {destination} (schema {SCHEMA_VERSION})"
+    code, out, err = await backup_command(tmp_path, str(destination))
+    assert code == 0, err
+    assert out.strip() == f"backup: {destination} (schema {SCHEMA_VERSION})"
     assert rows(destination) == rows(live)
+    # Again to the same file: refused in one line, the first copy kept; with --force, replaced.
+    code, out, err = await backup_command(tmp_path, str(destination))
+    assert (code, out) == (2, "")
+    assert err == (f"backup: {destination} exists already; name another file, a folder (for a time-stamped file), "
+                   "or pass --force to replace it\n")
+    code, out, err = await backup_command(tmp_path, str(destination), "--force")
+    assert code == 0 and out.strip() == f"backup: {destination} (schema {SCHEMA_VERSION})", err
+
+
+async def test_a_path_ending_in_a_slash_is_a_folder_made_for_a_time_stamped_backup(tmp_path: Path) -> None:
+    await (await JobStore.open(tmp_path / "bot.sqlite3")).close()
+    code, out, err = await backup_command(tmp_path, "newdir/")
+    assert code == 0, err
+    [made] = (tmp_path / "newdir").iterdir()
+    assert re.fullmatch(r"bot-\d{8}-\d{6}\.sqlite3", made.name)
+    assert out.strip() == f"backup: newdir/{made.name} (schema {SCHEMA_VERSION})"

@@ -1,5 +1,6 @@
 """`python -m bot check`: one line per check, end to end and one cause at a time."""
 
+import asyncio
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -8,12 +9,13 @@ from typing import Any
 
 import pytest
 
+from bot.cli import check as check_module
 from bot.cli.check import check_database, check_discord, check_video_service, check_videos
 from bot.community import trust
 from bot.simulator import VideoServiceSimulator
 from bot.store.jobs import SCHEMA_VERSION, JobStore
 from tests.cli.helpers import MODELS, TOKEN, closed_port, discord_at, run_bot, settings_for
-from tests.conftest import SIM_KEY
+from tests.conftest import SIM_KEY, SimulatorFactory
 from tests.discord_double import DiscordDouble
 
 
@@ -26,7 +28,9 @@ async def test_check_prints_one_ok_line_per_check(
     code, out, err = await run_bot(["check"], env, tmp_path, discord=double)
     assert code == 0, out + err
     lines = out.splitlines()
-    assert lines[0].startswith("settings: OK")
+    # Run where there is no .env: the settings line says where it looked (they came from the environment).
+    assert lines[0] == (f"settings: OK (.env none found at {tmp_path / '.env'}; service {simulator.base_url}, "
+                        f"database {tmp_path / 'bot.sqlite3'})")
     assert lines[1] == "models: OK (built in: 1 model; default provider/video-model-2.0-fast at ¥250)"
     assert lines[2] == f"database: OK (schema {SCHEMA_VERSION})"
     assert lines[3].startswith(f"videos: OK ({tmp_path / 'videos'}, ") and lines[3].endswith("will be created)")
@@ -48,8 +52,9 @@ async def test_check_names_every_failure_and_exits_1(
            "VIDEO_API_KEY": "sk-wrong-key-000000", "DATABASE_PATH": str(tmp_path / "ok" / "bot.sqlite3"),
            "VIDEO_STORAGE_DIR": str(blocker / "videos")}
     code, out, err = await run_bot(["check"], env, tmp_path, discord=discord_at(token_refusing_discord))
-    assert code == 1
-    assert f"videos: FAILED: cannot write VIDEO_STORAGE_DIR: {blocker} is not a directory" in out
+    assert code == 2  # a folder the bot cannot write is the host's to fix: the bot would not start
+    assert (f"videos: FAILED: VIDEO_STORAGE_DIR: {blocker} is a file, not a folder; move that file away, or set "
+            "VIDEO_STORAGE_DIR to another path") in out.splitlines()
     assert "video service: FAILED: the key was refused (HTTP 401)" in out
     assert "discord: FAILED: Discord refused DISCORD_TOKEN (HTTP 401)" in out
     assert "database: OK" in out
@@ -69,6 +74,42 @@ async def test_check_reads_the_models_file_and_counts_videos_at_the_default_mode
     assert code == 0, out + err
     assert f"models: OK ({models}: 2 models; default provider/video-model-2.0-pro at ¥1,200)" in out
     assert "available ¥10,000 (8 videos at ¥1,200)" in out
+
+
+async def test_pasted_prefixes_are_dropped_with_a_warning_and_the_check_passes(
+    simulator: VideoServiceSimulator, double: DiscordDouble, tmp_path: Path
+) -> None:
+    # Copied with the header's scheme and the spaces around it: the bot adds the scheme itself.
+    env = {"DISCORD_TOKEN": f" Bot {TOKEN} ", "VIDEO_API_BASE_URL": simulator.base_url,
+           "VIDEO_API_KEY": f"Bearer {SIM_KEY}\u200b", "DATABASE_PATH": str(tmp_path / "bot.sqlite3"),
+           "VIDEO_STORAGE_DIR": str(tmp_path / "videos")}
+    code, out, err = await run_bot(["check"], env, tmp_path, discord=double)
+    assert code == 0, out + err
+    assert "video service: OK (key …" in out and "discord: OK (logged in as double-bot)" in out
+    assert "VIDEO_API_KEY starts with 'Bearer', which the bot adds itself" in err
+    assert "DISCORD_TOKEN starts with 'Bot', which the bot adds itself" in err
+    assert SIM_KEY not in out + err and TOKEN not in out + err
+
+
+async def test_a_models_file_with_several_problems_lists_each_on_its_own_line(tmp_path: Path) -> None:
+    models = tmp_path / "models.toml"
+    # A fault in an entry, an id used twice, and a default that is none of the ids: all in the first round.
+    models.write_text(MODELS.replace("price_yen = 1200", "price_yen = 0")
+                      .replace('id = "provider/video-model-2.0-pro"', 'id = "provider/video-model-2.0-fast"'),
+                      encoding="utf-8")
+    env = {"DISCORD_TOKEN": TOKEN, "VIDEO_API_BASE_URL": f"http://127.0.0.1:{closed_port()}",
+           "VIDEO_API_KEY": SIM_KEY, "DATABASE_PATH": str(tmp_path / "bot.sqlite3"),
+           "VIDEO_STORAGE_DIR": str(tmp_path / "v"), "MODELS_FILE": str(models), "HTTP_TIMEOUT_SECONDS": "1"}
+    dead = discord_at(f"http://127.0.0.1:{closed_port()}/api/v10")
+    code, out, err = await run_bot(["check"], env, tmp_path, discord=dead)
+    assert code == 2, out + err
+    lines = out.splitlines()
+    start = lines.index(f"models: FAILED: {models}: 3 problems")
+    assert lines[start + 1:start + 4] == [
+        "  - model 2 ('provider/video-model-2.0-fast'): price_yen must be a whole number of yen above 0",
+        "  - id 'provider/video-model-2.0-fast' is used by more than one model",
+        "  - default 'provider/video-model-2.0-pro' is not one of the models",
+    ]
 
 
 async def test_discord_check_names_a_refused_token(
@@ -138,6 +179,27 @@ async def test_service_check_names_the_cause(
     assert "sk-wrong-key-000000" not in result.detail
 
 
+async def test_the_service_check_gives_up_on_its_own_shorter_timeout(
+    tmp_path: Path, silent_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # HTTP_TIMEOUT_SECONDS is the bot's patience (30 s by default); a check answers sooner, whatever it says.
+    monkeypatch.setattr(check_module, "CHECK_SECONDS", 0.5, raising=False)
+    settings = settings_for(tmp_path, VIDEO_API_BASE_URL=silent_server, HTTP_TIMEOUT_SECONDS="30")
+    async with asyncio.timeout(5):
+        result = await check_video_service(settings)
+    assert result.line() == f"video service: FAILED: cannot reach {silent_server}: timed out"
+
+
+async def test_a_short_key_is_named_by_its_length_not_a_bare_ellipsis(
+    tmp_path: Path, start_simulator: SimulatorFactory
+) -> None:
+    service = await start_simulator(api_key="sk-short", max_budget=10_000)
+    settings = settings_for(tmp_path, VIDEO_API_BASE_URL=service.base_url, VIDEO_API_KEY="sk-short")
+    result = await check_video_service(settings)
+    assert result.ok and result.detail.startswith("key of 8 characters (too short to show its end); spent ¥0")
+    assert "sk-short" not in result.detail
+
+
 @pytest.fixture
 def unwritable_dir(tmp_path: Path) -> Iterator[Path]:
     if os.geteuid() != 0:
@@ -152,17 +214,19 @@ def unwritable_dir(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("no directory that root cannot write to")
 
 
-def test_an_unwritable_directory_fails_the_database_and_the_video_checks(unwritable_dir: Path) -> None:
-    database = check_database(unwritable_dir / "bot.sqlite3")
-    assert not database.ok and f"{unwritable_dir} is not writable" in database.detail
+def test_an_unwritable_directory_fails_the_database_and_the_video_checks(unwritable_dir: Path, tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, DATABASE_PATH=str(unwritable_dir / "bot.sqlite3"))
+    database = check_database(settings)
+    assert not database.ok and database.failure_code == 2
+    assert database.detail.startswith(f"DATABASE_PATH: cannot write in the folder {unwritable_dir} (permission denied")
     videos = check_videos(unwritable_dir / "videos")
-    assert not videos.ok and f"{unwritable_dir} is not writable" in videos.detail
+    assert not videos.ok and videos.detail.startswith(f"VIDEO_STORAGE_DIR: cannot write in the folder {unwritable_dir}")
 
 
 def test_a_file_that_is_not_a_database_fails_the_check(tmp_path: Path) -> None:
     path = tmp_path / "bot.sqlite3"
     path.write_bytes(b"this is not SQLite" * 100)
-    result = check_database(path)
+    result = check_database(settings_for(tmp_path))
     assert not result.ok and "cannot open" in result.detail and "not a database" in result.detail
 
 
@@ -171,8 +235,7 @@ async def test_an_older_database_is_reported_as_upgradeable(tmp_path: Path) -> N
     await (await JobStore.open(path)).close()
     with sqlite3.connect(path) as raw:
         raw.execute("PRAGMA user_version = 0")
-    result = check_database(path)
+    result = check_database(settings_for(tmp_path))
     assert result.ok and result.detail == f"schema 0; the next start upgrades it to {SCHEMA_VERSION}"
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == 0  # a check never migrates
-

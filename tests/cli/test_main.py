@@ -1,14 +1,18 @@
 """`python -m bot` as an operator meets it: settings errors, `--version`, and what every command refuses alike."""
 
+import asyncio
+import signal
 import sqlite3
+import sys
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from bot.cli.main import main
 from bot.store.instance_lock import single_process
 from bot.store.jobs import SCHEMA_VERSION, JobStore
-from tests.cli.helpers import MODELS, TOKEN, closed_port, discord_at, run_bot
+from tests.cli.helpers import MODELS, TOKEN, base_env, closed_port, discord_at, run_bot
 from tests.conftest import SIM_KEY
 
 
@@ -26,12 +30,100 @@ async def test_settings_come_from_dotenv_in_the_working_directory(tmp_path: Path
     (tmp_path / ".env").write_text("DISCORD_TOKEN=x\nVIDEO_API_KEY=k\nVIDEO_API_BASE_URL=not-a-url\n")
     code, _out, err = await run_bot(["check"], {}, tmp_path)
     assert code == 2 and "VIDEO_API_BASE_URL must be an http(s) address" in err
+    # Which file the values came from: the one to fix.
+    assert err.splitlines()[-1] == (f"settings come from the environment and from {tmp_path / '.env'} (the "
+                                    "environment wins)")
+
+
+async def test_missing_settings_say_where_env_was_looked_for_and_that_none_was_found(tmp_path: Path) -> None:
+    # Started from a folder without .env (systemd without WorkingDirectory, or before copying .env.example).
+    code, out, err = await run_bot(["run"], {}, tmp_path)
+    assert code == 2 and out == ""
+    assert err == (
+        "python -m bot: invalid settings:\n"
+        "  - DISCORD_TOKEN is required but not set\n"
+        "  - VIDEO_API_BASE_URL is required but not set\n"
+        "  - VIDEO_API_KEY is required but not set\n"
+        f"no .env file at {tmp_path / '.env'}: settings come from the environment and from .env in the folder the "
+        f"bot starts in. Copy .env.example to {tmp_path / '.env'} and fill it in, or start the bot from the folder "
+        "that holds your .env (under systemd: WorkingDirectory=)\n"
+    )
+
+
+async def test_a_pasted_value_no_key_can_hold_is_refused_without_showing_it(tmp_path: Path) -> None:
+    key = "ｓｋ－ｗｉｄｅ－１２３４５６７８"  # typed with a Japanese input method in full-width mode
+    env = {"DISCORD_TOKEN": "token with spaces inside", "VIDEO_API_BASE_URL": "http://127.0.0.1:1",
+           "VIDEO_API_KEY": key}
+    code, out, err = await run_bot(["check"], env, tmp_path)
+    assert code == 2 and out == ""
+    problems = [line for line in err.splitlines() if line.startswith("  - ")]
+    assert problems == [
+        "  - DISCORD_TOKEN holds a space or line break inside (at character 6), which no key or token has: copy "
+        "it again in one piece (the value is not shown here)",
+        "  - VIDEO_API_KEY holds full-width characters (the first is character 1): type it again in half-width "
+        "(ASCII) characters, or copy it again from where it was issued (the value is not shown here)",
+    ]
+    assert key not in err and "token with spaces" not in err and "Traceback" not in err
 
 
 async def test_version_comes_from_the_package_metadata(tmp_path: Path) -> None:
     code, out, _err = await run_bot(["--version"], {}, tmp_path)
     assert code == 0 and out.strip() == f"video-request-bot {metadata.version('video-request-bot')}"
 
+
+COMMANDS = ("run", "sync", "check", "backup", "pause", "resume", "demo", "migrate-db")
+
+
+def help_text(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--help"])
+    assert exited.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_the_top_help_lists_every_command_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    text = help_text(capsys)
+    for command in COMMANDS:
+        [line] = [line for line in text.splitlines() if line.split()[:1] == [command]]
+        assert len(line.split()) > 3, f"{command}: no description on its line"
+    assert ".env" in text and "Exit status" in text
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_commands_help_says_what_it_does_its_exit_status_and_where_settings_come_from(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = " ".join(help_text(capsys, command).split())  # unwrapped
+    description = text.split("options:")[0].split(f"usage: python -m bot {command}")[1]
+    assert len(description.split()) > 8, f"{command}: no description"
+    assert "Exit status: 0 done; 1 " in text and "2 a mistake in the settings or the set-up" in text
+    assert "130 interrupted (Ctrl-C)" in text
+    if command != "demo":  # the demo reads no settings
+        assert "Settings come from environment variables and from the file .env" in text
+
+
+@pytest.mark.parametrize("command", ["check", "sync"])
+async def test_ctrl_c_ends_any_command_quietly(command: str, silent_server: str, tmp_path: Path) -> None:
+    env = {**base_env(discord_at(f"{silent_server}/api/v10")), "DISCORD_TOKEN": TOKEN,
+           "VIDEO_API_BASE_URL": silent_server, "VIDEO_API_KEY": SIM_KEY,
+           "DATABASE_PATH": str(tmp_path / "bot.sqlite3"), "VIDEO_STORAGE_DIR": str(tmp_path / "videos")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", command, cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        # Waiting on a server that never answers: `check` for the service, `sync` for Discord's login.
+        await asyncio.sleep(2.5)
+        assert process.returncode is None
+        process.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(process.communicate(), timeout=10)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 130, out + err
+    assert err.decode().splitlines()[-1] == "python -m bot: interrupted"
+    assert b"Traceback" not in out + err and b"KeyboardInterrupt" not in err
 
 
 @pytest.mark.parametrize("command", ["run", "sync", "check"])
@@ -51,8 +143,8 @@ async def test_a_database_from_a_newer_bot_is_refused_in_one_line(command: str, 
     if command == "check":
         assert f"database: FAILED: the database is at {expected}" in out
     else:
-        assert err.strip() == f"python -m bot: the database is at {expected}: it was written by a newer version; " \
-                              "run that version, or restore a backup"
+        assert err.splitlines()[-1] == f"python -m bot: the database is at {expected}: it was written by a newer " \
+                                       "version; run that version, or restore a backup"
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
 
@@ -71,11 +163,10 @@ async def test_a_bad_models_file_is_refused_naming_the_file_and_the_entry(comman
     assert "Traceback" not in out + err
     problem = "model 2 ('provider/video-model-2.0-pro'): price_yen must be a whole number of yen above 0"
     if command == "check":
-        assert f"models: FAILED: {models}: {problem}" in out
+        assert f"models: FAILED: {models}: 1 problem\n  - {problem}\n" in out
         assert "check failed: models," in err
     else:
-        assert err.strip() == f"python -m bot: invalid models file {models}:\n  - {problem}"
-
+        assert err.endswith(f"python -m bot: invalid models file {models}:\n  - {problem}\n")
 
 
 @pytest.mark.parametrize("command", ["run", "sync"])

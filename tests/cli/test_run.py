@@ -6,6 +6,7 @@ import signal
 import sys
 from pathlib import Path
 
+from bot.cli.common import version
 from bot.simulator import VideoServiceSimulator
 from tests.cli.helpers import TOKEN, base_env, closed_port, discord_at, run_bot
 from tests.conftest import SIM_KEY
@@ -37,20 +38,34 @@ async def test_an_unreachable_discord_is_retried_in_one_line_each_until_sigterm(
                 await process.wait()
     output = log_path.read_text()
     assert code == 0, output
-    retries = [line for line in output.splitlines() if "cannot reach Discord" in line]
-    assert retries[0].endswith("cannot reach Discord (connection refused); retrying in 1 s")
-    assert retries[1].endswith("cannot reach Discord (connection refused); retrying in 2 s")
+    lines = output.splitlines()
+    # The first line says what runs, with what; no .env here, and it says where it looked.
+    assert lines[0].endswith(
+        f"INFO     bot: video-request-bot {version()} starting: database {tmp_path / 'bot.sqlite3'} (SQLite); "
+        f"video service {simulator.base_url}; .env none found at {tmp_path / '.env'}; automatic sharding "
+        "(Discord's recommended count), every shard in this process")
+    retries = [line for line in lines if "cannot reach Discord" in line]
+    hint = "`python -m bot check` tells what is wrong"
+    assert retries[0].endswith(f"cannot reach Discord (connection refused); retrying in 1 s; {hint}")
+    assert retries[1].endswith(f"cannot reach Discord (connection refused); retrying in 2 s; {hint}")
     assert "Traceback" not in output
     assert "\x1b[" not in output  # a file is not a terminal: no colour codes
     assert "PyNaCl" not in output and "davey" not in output
 
 
 async def test_log_format_json_makes_every_log_line_a_json_object(token_refusing_discord: str, tmp_path: Path) -> None:
-    env = {"DISCORD_TOKEN": "revoked-token", "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": SIM_KEY,
-           "DATABASE_PATH": str(tmp_path / "bot.sqlite3"), "LOG_FORMAT": "json"}
+    # Warnings found while the settings are read (a poll interval for tests, a pasted "Bearer ") come before the
+    # settings name the format: they are JSON too.
+    env = {"DISCORD_TOKEN": "revoked-token", "VIDEO_API_BASE_URL": "http://127.0.0.1:1",
+           "VIDEO_API_KEY": f"Bearer {SIM_KEY}", "DATABASE_PATH": str(tmp_path / "bot.sqlite3"),
+           "LOG_FORMAT": "json", "POLL_INTERVAL_SECONDS": "1"}
     code, _out, err = await run_bot(["run"], env, tmp_path, discord=discord_at(token_refusing_discord))
     assert code == 1
     entries = [json.loads(line) for line in err.splitlines()]
+    assert entries[0]["level"] == "INFO" and " starting: database " in entries[0]["message"]
+    warnings = [entry["message"] for entry in entries if entry["level"] == "WARNING"]
+    assert any(message.startswith("POLL_INTERVAL_SECONDS=1.0 is below") for message in warnings)
+    assert any(message.startswith("VIDEO_API_KEY starts with 'Bearer'") for message in warnings)
     assert {"level": "ERROR", "logger": "bot"}.items() <= entries[-1].items()
     assert entries[-1]["message"].startswith("Discord refused DISCORD_TOKEN")
 

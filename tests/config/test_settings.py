@@ -185,3 +185,62 @@ def test_a_public_bots_spending_is_off_unless_the_host_says_so() -> None:
     with pytest.raises(SettingsError) as error:
         read_settings({**REQUIRED, "ALLOW_PUBLIC_BOT_SPENDING": "maybe"})
     assert error.value.problems == ["ALLOW_PUBLIC_BOT_SPENDING must be true or false"]
+
+
+# -- values pasted from a web page or a chat ------------------------------------------------------------
+
+
+def test_whitespace_and_invisible_characters_around_values_are_stripped() -> None:
+    s = read_settings({**REQUIRED, "VIDEO_API_KEY": "\u200b sk-very-secret-key-1234\t\ufeff",
+                       "DISCORD_TOKEN": "\u00a0discord-token-value\n"})
+    assert s.video_api_key == "sk-very-secret-key-1234" and s.discord_token == "discord-token-value"
+
+
+@pytest.mark.parametrize(
+    ("name", "pasted", "scheme"),
+    [("VIDEO_API_KEY", "Bearer sk-very-secret-key-1234", "Bearer"),
+     ("VIDEO_API_KEY", "bearer  sk-very-secret-key-1234", "Bearer"),
+     ("DISCORD_TOKEN", "Bot discord-token-value", "Bot")],
+)
+def test_a_pasted_scheme_prefix_is_dropped_with_a_warning(
+    name: str, pasted: str, scheme: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        s = read_settings({**REQUIRED, name: pasted})
+    assert (s.video_api_key, s.discord_token) == ("sk-very-secret-key-1234", "discord-token-value")
+    [warning] = caplog.messages
+    assert warning == f"{name} starts with '{scheme}', which the bot adds itself: using the rest; remove '{scheme}' " \
+                      "from the setting to silence this warning"
+    assert "secret" not in warning and "discord-token-value" not in warning
+
+
+@pytest.mark.parametrize(
+    ("pasted", "problem"),
+    [("ｓｋ-very-secret-key-1234", "holds full-width characters (the first is character 1)"),
+     ("sk-very-secret\u3000key-1234", "holds full-width characters (the first is character 15)"),
+     ("sk-very secret-key-1234", "holds a space or line break inside (at character 8)"),
+     ("sk-very-secret-kéy-1234", "holds a character that no key or token has (character 17"),
+     ("sk-very-secret\u200bkey-1234", "holds a character that no key or token has (character 15")],
+)
+def test_a_character_no_key_has_is_refused_without_showing_the_value(pasted: str, problem: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        read_settings({**REQUIRED, "VIDEO_API_KEY": pasted})
+    [line] = refused.value.problems
+    assert line.startswith(f"VIDEO_API_KEY {problem}") and line.endswith("(the value is not shown here)")
+    assert "secret" not in str(refused.value)
+
+
+def test_load_settings_names_the_env_file_read_or_where_none_was_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in REQUIRED:
+        monkeypatch.setenv(name, "")  # recorded, so that what .env sets below is undone after the test
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SettingsError) as missing:
+        load_settings()
+    assert missing.value.env_file is not None and not missing.value.env_file.found
+    assert str(missing.value).splitlines()[-1].startswith(f"no .env file at {tmp_path / '.env'}: ")
+    (tmp_path / ".env").write_text("".join(f"{name}={value}\n" for name, value in REQUIRED.items()))
+    settings = load_settings()
+    assert settings.env_file is not None and settings.env_file.describe() == str(tmp_path / ".env")

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 import setuptools  # type: ignore[import-untyped]
 
 from bot.demo import launcher
-from bot.demo.discord_double import HOOK_DIR, DiscordDouble
+from bot.demo.discord_double import HOOK_DIR, DiscordDouble, RecordedRequest
 from bot.simulator import DEFAULT_VIDEO_PATH, VideoServiceSimulator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -112,3 +113,28 @@ def test_every_package_folder_is_installed() -> None:
         for path in (REPO_ROOT / "bot").rglob("*.py") if "__pycache__" not in path.parts
     }
     assert folders <= listed, f"not installed: {sorted(folders - listed)}"
+
+
+@pytest.mark.parametrize("how", ["--out", "DEMO_OUTPUT_DIR"])
+def test_a_folder_the_demo_cannot_save_in_is_said_at_once_in_one_line(tmp_path: Path, how: str) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("in the way of the output folder")
+    out = blocker / "demo-output"
+    args, extra = (["--out", str(out)], {}) if how == "--out" else ([], {"DEMO_OUTPUT_DIR": str(out)})
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "bot", "demo", *args], cwd=tmp_path, env=bot_env(**extra),
+                            capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - started < 5, "said before the demo runs, not after a minute of it"
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (f"python -m bot demo: --out: {blocker} is a file, not a folder; move that file away, "
+                             "or set --out to another path\n")
+
+
+def test_a_video_that_cannot_be_saved_ends_the_demo_with_its_reason(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    demo = launcher.Demo(tmp_path, blocker / "out", lambda line: None)
+    post = RecordedRequest(method="POST", path="/channels/1/messages", headers={}, json=None,
+                           files=[("video-1.mp4", b"mp4")], time=0.0)
+    with pytest.raises(launcher.DemoFailed, match=r"cannot save the video to .*video-1\.mp4 .*pass --out"):
+        demo.save(post)

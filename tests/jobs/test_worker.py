@@ -741,6 +741,30 @@ async def test_log_lines_about_a_job_name_its_request_job_server_and_member(
         assert job.prompt not in record.getMessage()
 
 
+async def test_polls_while_the_service_cannot_be_reached_say_how_to_find_out_why(
+    make_simulator: SimulatorFactory,
+    http: aiohttp.ClientSession,
+    store: JobStore,
+    make_worker: WorkerFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sim = await make_simulator(job_seconds=30)
+    client = client_for(sim, http)
+    job = await submit(store, client)
+    await sim.stop()  # the service goes away: every poll is refused a connection
+    worker = make_worker(store, client, RecordingDeliverer())
+    with caplog.at_level(logging.WARNING, logger="bot.jobs.worker"):
+        worker.start()
+
+        async def failed_poll() -> bool:
+            return any("polling" in message for message in caplog.messages)
+
+        await wait_until(failed_poll)
+    [line, *_] = [message for message in caplog.messages if "polling" in message]
+    assert line.startswith(f"polling {job.reference} ({job.service_job_id}) failed: ")
+    assert line.endswith("; `python -m bot check` tells what is wrong")
+
+
 async def test_the_sweep_leaves_requests_being_told_right_now_and_tells_the_rest_once(
     make_simulator: SimulatorFactory, http: aiohttp.ClientSession, store: JobStore, make_worker: WorkerFactory
 ) -> None:

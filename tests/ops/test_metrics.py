@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,11 +16,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.app import Services, open_services, worker_config
 from bot.config.settings import Settings, read_settings
+from bot.core.host import SetupError
 from bot.jobs.port import Delivery
-from bot.ops.metrics import STALL_WINDOW_SECONDS, Metrics
+from bot.ops.metrics import STALL_WINDOW_SECONDS, Metrics, MetricsEndpoint
 from bot.service.catalogue import DEFAULT_MODEL
 from bot.simulator import VideoServiceSimulator
-from bot.store.jobs import Job, JobState, NewJob
+from bot.store.jobs import Job, JobState, JobStore, NewJob
 from tests.conftest import SIM_KEY
 from tests.jobs.worker_helpers import (
     CHANNEL_ID,
@@ -257,3 +259,18 @@ async def test_the_loop_monitor_sees_a_blocked_loop() -> None:
         assert worst is not None and worst >= blocked - 0.05
     finally:
         monitor.cancel()
+
+
+async def test_a_port_in_use_is_the_hosts_mistake_in_one_line(tmp_path: Path) -> None:
+    store = await JobStore.open(tmp_path / "bot.sqlite3")
+    try:
+        with socket.socket() as holder:
+            holder.bind(("127.0.0.1", 0))
+            holder.listen()
+            port = holder.getsockname()[1]
+            with pytest.raises(SetupError) as refused:
+                await MetricsEndpoint(Metrics(), store).start("127.0.0.1", port)
+    finally:
+        await store.close()
+    assert str(refused.value) == f"METRICS_PORT: port {port} on 127.0.0.1 is already in use; stop the program that " \
+                                 "uses it, or set METRICS_PORT to a free port"

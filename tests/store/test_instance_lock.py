@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.core.host import SetupError
 from bot.store.instance_lock import AlreadyRunning, lock_path, single_process
 
 
@@ -38,3 +39,12 @@ async def test_a_killed_holder_leaves_no_lock_behind(tmp_path: Path) -> None:
     await holder.wait()
     with single_process(database):
         assert lock_path(database).exists()
+
+
+def test_a_lock_the_bot_cannot_open_is_the_hosts_mistake_in_one_line(tmp_path: Path) -> None:
+    database = tmp_path / "bot.sqlite3"
+    lock_path(database).mkdir()  # anything in the lock file's way; root-owned leftovers of a `sudo` run alike
+    with pytest.raises(SetupError) as refused, single_process(database):
+        pass
+    assert str(refused.value) == f"DATABASE_PATH: {lock_path(database)} is a folder, not a file; set DATABASE_PATH " \
+                                 "to a file's path"

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from bot.core.errors import InsufficientStorage, VideoServiceError
+from bot.core.host import check_hint
 from bot.core.lifecycle import FINISHING_STATES, JobState
 from bot.core.log_context import job_fields
 from bot.jobs.port import DiscordUnavailable
@@ -105,8 +106,9 @@ class Finishing(WorkerBase):
         reason = _reason(exc)
         if policy.allows(attempts, now - since, delay):
             expected = isinstance(exc, (VideoServiceError, DiscordUnavailable))
-            log.warning("%s of %s failed (attempt %d of %d): %s; retrying in %.0f s", what, job.reference, attempts,
-                        policy.attempts, reason, delay, exc_info=None if expected else exc, extra=job_fields(job))
+            log.warning("%s of %s failed (attempt %d of %d): %s; retrying in %.0f s%s", what, job.reference, attempts,
+                        policy.attempts, reason, delay, check_hint(exc), exc_info=None if expected else exc,
+                        extra=job_fields(job))
             job = await self._update(job.id, step_attempts=attempts, step_failing_since=since,
                                      last_error=f"{what} failed: {reason}")
             await asyncio.sleep(delay)

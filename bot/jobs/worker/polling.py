@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 
 from bot.core.errors import ProtocolError, RateLimited, Rejected, ServerError, ServiceUnreachable
+from bot.core.host import check_hint
 from bot.core.lifecycle import JobState
 from bot.core.log_context import job_fields
 from bot.jobs.schedule import Plan
@@ -142,7 +143,8 @@ class Polling(WorkerBase):
             return
         except (ServerError, ServiceUnreachable, ProtocolError, Rejected) as exc:
             # Free to retry at the next slot. The job stays as it is.
-            log.warning("polling %s (%s) failed: %s", job.reference, job.service_job_id, exc, extra=job_fields(job))
+            log.warning("polling %s (%s) failed: %s%s", job.reference, job.service_job_id, exc, check_hint(exc),
+                        extra=job_fields(job))
             self._schedule.retry(plan, self._clock() + self._config.poll_interval)
             plan.job = job = await self._update(job.id, last_error=str(exc))
             await self._check_age(plan)
