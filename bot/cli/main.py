@@ -64,12 +64,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "a folder (an existing one, or one ending in /, created if missing) that gets a time-stamped "
                "file. An existing file is never replaced without --force. For PostgreSQL use pg_dump.",
                "the copy failed"),
-    "pause": ("refuse new /video requests in every server until `resume`",
-              "Refuse new /video requests in every server until `resume`, kept in the database: a running bot "
-              "obeys at once, and the pause outlives restarts. Requests already accepted go on.",
+    "pause": ("stop spending (/video, Re-roll, Generate) in every server until `resume`",
+              "Stop all spending in every server (/video, Re-roll, Confirm, Generate) until `resume`, kept in the "
+              "database: a running bot obeys at once, and the pause outlives restarts. Requests already accepted "
+              "go on; reading, settings, Delete and Cancel stay open.",
               "the database cannot be reached"),
-    "resume": ("end a pause of /video",
-               "End the pause that `pause` set: /video works again in every server at once, without a restart.",
+    "resume": ("end the pause: spending works again in every server",
+               "End the pause that `pause` set: spending works again in every server at once, without a restart.",
                "the database cannot be reached"),
     "demo": ("watch the bot serve a /video against local stand-ins: no account, no key, no cost",
              "Run the real bot against local stand-ins for Discord and the video service and narrate one "
