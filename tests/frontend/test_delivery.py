@@ -385,6 +385,7 @@ async def test_news_through_the_interaction_edit_the_original_reply_at_the_path_
     delivery: DiscordDelivery,
     store: JobStore,
     receipts: asyncio.Queue[discord.Interaction],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     record = await double.send_slash_command("video", {"prompt": "a lighthouse"}, user_id=REQUESTER_ID)
     interaction = await asyncio.wait_for(receipts.get(), 10)
@@ -397,11 +398,16 @@ async def test_news_through_the_interaction_edit_the_original_reply_at_the_path_
     job = await store.transition(job.id, S.IN_PROGRESS)
     job = await store.transition(job.id, S.FAILED, last_error="failed at the service")
 
-    await delivery.announce(job, "failed", via_interaction=True)
+    with caplog.at_level(logging.DEBUG, logger="discord.webhook.async_"):
+        await delivery.announce(job, "failed", via_interaction=True)
 
+    path = f"/webhooks/{double.application_id}/{record.token}/messages/@original"
     [edit] = [r for r in double.requests if r.method == "PATCH" and record.token in r.path]
-    # As discord.py's edit_original_response sends it, not percent-quoted ("%40original").
-    assert edit.path.split("?")[0] == f"/webhooks/{double.application_id}/{record.token}/messages/@original"
+    assert edit.path.split("?")[0] == path
+    # The URL as discord.py builds it (its debug log shows it) is the one its edit_original_response builds, not
+    # percent-quoted as `/messages/%40original` (only aiohttp's re-quoting turned that back into `@`).
+    [sent] = [r.getMessage() for r in caplog.records if "PATCH" in r.getMessage()]
+    assert path in sent and "%40" not in sent
     assert double.webhook_messages[record.token]["@original"]["content"] == embeds.announcement_text(
         job, "failed", catalogue=BUILT_IN)
     assert channel_posts(double) == []
