@@ -54,7 +54,17 @@ async def run_bot(
         sys.executable, "-m", "bot", *args, cwd=cwd, env={**base_env(discord), **env},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    return await finished(process)
+
+
+async def finished(process: asyncio.subprocess.Process, timeout: float = 30) -> tuple[int, str, str]:
+    """Its exit status and output; killed (never left running) if it has not ended within `timeout`."""
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout=timeout)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
     return process.returncode or 0, out.decode(), err.decode()
 
 

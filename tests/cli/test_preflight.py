@@ -22,7 +22,7 @@ import pytest
 from bot.cli.common import version
 from bot.cli.preflight import database_problem, folder_problem, port_problem
 from bot.store.jobs import JobStore
-from tests.cli.helpers import TOKEN, base_env, closed_port, run_bot, settings_for
+from tests.cli.helpers import TOKEN, base_env, closed_port, finished, run_bot, settings_for
 from tests.conftest import SIM_KEY
 
 
@@ -46,8 +46,7 @@ async def run_read_only(args: list[str], env: dict[str, str], cwd: Path, *read_o
         "unshare", "-rm", "sh", "-c", script, "sh", sys.executable, "-m", "bot", *args,
         cwd=cwd, env={**base_env(), **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
-    out, err = await process.communicate()
-    return process.returncode or 0, out.decode(), err.decode()
+    return await finished(process)
 
 
 def settings_env(tmp_path: Path, **extra: str) -> dict[str, str]:
