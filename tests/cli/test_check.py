@@ -85,7 +85,7 @@ async def test_pasted_prefixes_are_dropped_with_a_warning_and_the_check_passes(
            "VIDEO_STORAGE_DIR": str(tmp_path / "videos")}
     code, out, err = await run_bot(["check"], env, tmp_path, discord=double)
     assert code == 0, out + err
-    assert "video service: OK (key …" in out and "discord: OK (logged in as double-bot)" in out
+    assert "video service: OK (key …" in out and "discord: OK (logged in as double-bot;" in out
     assert "VIDEO_API_KEY starts with 'Bearer', which the bot adds itself" in err
     assert "DISCORD_TOKEN starts with 'Bot', which the bot adds itself" in err
     assert SIM_KEY not in out + err and TOKEN not in out + err
