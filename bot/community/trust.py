@@ -308,6 +308,12 @@ class Decision:
     reason: str | None = None  # the reason code the answer is worded from
     roles: tuple[int, ...] = ()  # a role refusal: the roles that would do
 
+    def __post_init__(self) -> None:
+        # A refusal names both the check that failed and its reason. One without the other is a fault in the
+        # caller, never a decision: read as "no check refused", it would let the action through.
+        if (self.check is None) != (self.reason is None) or (self.roles and self.check is None):
+            raise ValueError(f"{self.action}: a refusal needs both its check and its reason, not {self!r}")
+
     @property
     def allowed(self) -> bool:
         return self.check is None

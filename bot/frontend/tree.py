@@ -131,24 +131,33 @@ class VideoCommandTree(app_commands.CommandTree[Any]):
         autocomplete = interaction.type is discord.InteractionType.autocomplete
         try:
             decision = await gate.decide(interaction, action, trust.GATE)
-        except Exception as exc:  # the pause unreadable, say: refused, and answered like any error
-            if not autocomplete:
+        except Exception as exc:  # the pause unreadable, say: refused (closed), and answered like any error
+            if autocomplete:
+                log.warning("autocomplete of %s refused for user %s: %r", action, interaction.user.id, exc)
+                await self._no_suggestions(interaction)
+            else:
                 await answer_error(interaction, exc)
-                return False
-            log.warning("autocomplete of %s refused for user %s: %r", action, interaction.user.id, exc)
-            decision = trust.Decision(action, reason="unknown")
+            return False
         if decision.allowed:
             return True
         log.info("%s refused for user %s in server %s: %s", action, interaction.user.id, interaction.guild_id,
                  decision.check)
+        if autocomplete:
+            await self._no_suggestions(interaction)
+            return False
         try:
-            if autocomplete:
-                await interaction.response.autocomplete([])
-            else:
-                await respond(interaction, gate.refusal_text(decision, interaction.locale.value), ephemeral=True)
+            await respond(interaction, gate.refusal_text(decision, interaction.locale.value), ephemeral=True)
         except discord.HTTPException:
             log.warning("could not tell user %s of a refusal: the interaction is gone", interaction.user.id)
         return False
+
+    @staticmethod
+    async def _no_suggestions(interaction: discord.Interaction[Any]) -> None:
+        """A refused autocomplete's answer: no suggestions (it cannot carry a message)."""
+        try:
+            await interaction.response.autocomplete([])
+        except discord.HTTPException:
+            log.warning("could not tell user %s of a refusal: the interaction is gone", interaction.user.id)
 
     async def on_error(self, interaction: discord.Interaction[Any], error: app_commands.AppCommandError) -> None:
         cause = error.original if isinstance(error, app_commands.CommandInvokeError) else error

@@ -276,6 +276,14 @@ def test_a_missing_fact_refuses_as_a_fault_never_allows() -> None:
         trust.decide(trust.VIDEO, member_in(), HOST, {Stage.REQUEST})
 
 
+def test_a_decision_is_allowed_only_when_made_so_never_by_a_refusal_left_half_made() -> None:
+    assert trust.Decision(trust.VIDEO).allowed
+    assert not trust.Decision(trust.VIDEO, Check.NOT_PAUSED, "paused").allowed
+    for half_made in ({"reason": "unknown"}, {"check": Check.OWNER}, {"roles": (ROLE,)}):
+        with pytest.raises(ValueError):
+            trust.Decision(trust.VIDEO, **half_made)  # type: ignore[arg-type]
+
+
 def test_an_action_with_no_policy_is_a_fault() -> None:
     with pytest.raises(trust.UnknownAction):
         trust.decide("/nothing", member_in(), HOST)

@@ -389,6 +389,22 @@ async def test_settings_and_their_autocomplete_need_manage_server(
         interaction.response.autocomplete.assert_awaited_once_with([])
 
 
+async def test_an_autocomplete_whose_gate_fails_suggests_nothing_and_is_refused(
+    simulator: VideoServiceSimulator, tmp_path: Path
+) -> None:
+    async with open_stack(simulator, SIM_KEY, tmp_path) as stack:
+        # A member without Manage Server; the gate itself fails (the host's rules unreadable): closed, not open.
+        fail_once(stack.bot.requests, "host_rules", RuntimeError("boom"))
+        interaction = stack.interaction(commands_of(stack)["settings models"])
+        interaction.type = discord.InteractionType.autocomplete
+        interaction.data = {"options": [{"name": "models", "type": 1, "options": [
+            {"name": "action", "type": 3, "value": "allow"}, {"name": "model", "type": 3, "value": "",
+                                                               "focused": True}]}]}
+        interaction.response.autocomplete = AsyncMock()
+        assert not await stack.bot.tree.interaction_check(interaction)
+        interaction.response.autocomplete.assert_awaited_once_with([])
+
+
 async def test_the_pause_refuses_video_and_leaves_reading_open(
     simulator: VideoServiceSimulator, tmp_path: Path
 ) -> None:
