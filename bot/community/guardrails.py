@@ -6,10 +6,12 @@ Who may ask, and where, is the trust model's (bot/community/trust.py).
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 
 from bot.community.blocklist import blocked_term
 from bot.community.server_rules import ServerSettings
 from bot.community.windows import day_bounds, month_bounds
+from bot.core.notices import RefusalCode
 from bot.store.jobs import Admission, AdmissionRefused, SpendCap
 from bot.store.servers import MemberRecord
 
@@ -20,23 +22,55 @@ def check_prompt(prompt: str, terms: Collection[str]) -> None:
         raise AdmissionRefused("blocklist", None)
 
 
-def admission(server: ServerSettings, member: MemberRecord, now: float, price_yen: int) -> Admission:
-    """The limits the store checks in the same transaction that records the request."""
-    day = day_bounds(server.zone, now)
-    month = month_bounds(server.zone, now)
-    # An admin's quota reset starts the member's windows afresh from that instant.
-    since = member.quota_reset_at or 0.0
-    caps = [
-        SpendCap("guild_daily_cap", cap, day[0], day[1]) if (cap := server.guild_daily_cap_yen) else None,
-        SpendCap("guild_monthly_cap", cap, month[0], month[1]) if (cap := server.guild_monthly_cap_yen) else None,
-        SpendCap("member_daily_cap", cap, max(day[0], since), day[1], member_only=True)
-        if (cap := server.member_daily_cap_yen) else None,
-        SpendCap("member_monthly_cap", cap, max(month[0], since), month[1], member_only=True)
-        if (cap := server.member_monthly_cap_yen) else None,
-    ]
+@dataclass(frozen=True)
+class _Cap:
+    key: str  # its setting
+    month: bool  # its window: the calendar month, else the day
+    member_only: bool  # it counts one member's spending, else the whole server's
+    code: RefusalCode  # the refusal of the server's own cap
+    host_code: RefusalCode  # the refusal of the host's, which names the host
+
+
+_CAPS: tuple[_Cap, ...] = (
+    _Cap("guild_daily_cap_yen", False, False, "guild_daily_cap", "host_guild_daily_cap"),
+    _Cap("guild_monthly_cap_yen", True, False, "guild_monthly_cap", "host_guild_monthly_cap"),
+    _Cap("member_daily_cap_yen", False, True, "member_daily_cap", "host_member_daily_cap"),
+    _Cap("member_monthly_cap_yen", True, True, "member_monthly_cap", "host_member_monthly_cap"),
+)
+
+
+def _caps(settings: ServerSettings, now: float, *, host: bool, since: float = 0.0) -> list[SpendCap]:
+    """The caps of `settings`, in their own days and months; a member's windows start no earlier than `since`.
+    A server's: only those its admins set. The host's: they count credited charges too."""
+    day = day_bounds(settings.zone, now)
+    month = month_bounds(settings.zone, now)
+    found: list[SpendCap] = []
+    for cap in _CAPS:
+        yen = getattr(settings, cap.key)
+        if not yen or not (host or cap.key in settings.from_server):
+            continue
+        start, end = month if cap.month else day
+        found.append(SpendCap(
+            cap.host_code if host else cap.code, yen, max(start, since) if cap.member_only else start, end,
+            member_only=cap.member_only, counts_credited=host,
+        ))
+    return found
+
+
+def admission(
+    server: ServerSettings, host: ServerSettings, member: MemberRecord, now: float, price_yen: int
+) -> Admission:
+    """The limits the store checks in the same transaction that records the request.
+
+    Two sets of caps, both of which must hold. The server's own caps (those its admins set: `from_server`)
+    count in the server's time zone, from a member's quota reset, and leave out charges marked credited. The
+    host's caps (`host`: the environment's) count in the host's time zone and every charge, credited or not,
+    and nothing a server does moves them: neither its time zone nor a quota reset nor a /credit.
+    """
+    caps = [*_caps(server, now, host=False, since=member.quota_reset_at or 0.0), *_caps(host, now, host=True)]
     return Admission(
         cooldown_seconds=server.cooldown_seconds,
         max_active_jobs=server.max_active_jobs,
-        caps=tuple(cap for cap in caps if cap is not None),
+        caps=tuple(caps),
         price_yen=price_yen,
     )

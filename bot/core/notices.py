@@ -16,6 +16,7 @@ Notice = Literal[
 #: Why a guardrail refused a request before anything was spent: `refuse.<code>`.
 RefusalCode = Literal[
     "cooldown", "too_many_active", "guild_daily_cap", "guild_monthly_cap", "member_daily_cap", "member_monthly_cap",
+    "host_guild_daily_cap", "host_guild_monthly_cap", "host_member_daily_cap", "host_member_monthly_cap",
     "channel", "role", "blocklist", "member_blocked", "paused", "server_not_allowed", "too_many_offers",
 ]
 

@@ -112,6 +112,14 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "{cap} left. It resets {when}. Nothing was spent.",
         "refuse.member_monthly_cap": "Your monthly video allowance in this server cannot pay for this video: {left} "
         "of {cap} left. It resets {when}. Nothing was spent.",
+        "refuse.host_guild_daily_cap": "The daily video budget the bot's host gives each server cannot pay for this "
+        "video: {left} of {cap} left here. It resets {when}. Nothing was spent.",
+        "refuse.host_guild_monthly_cap": "The monthly video budget the bot's host gives each server cannot pay for "
+        "this video: {left} of {cap} left here. It resets {when}. Nothing was spent.",
+        "refuse.host_member_daily_cap": "The daily allowance the bot's host gives each member cannot pay for this "
+        "video: {left} of {cap} left for you here. It resets {when}. Nothing was spent.",
+        "refuse.host_member_monthly_cap": "The monthly allowance the bot's host gives each member cannot pay for "
+        "this video: {left} of {cap} left for you here. It resets {when}. Nothing was spent.",
         "refuse.channel": "Videos cannot be requested in this channel. Nothing was spent.",
         "refuse.role": "You need one of these roles to request videos: {roles}. Nothing was spent.",
         "refuse.blocklist": "This prompt contains a term this server does not allow. Nothing was spent.",
@@ -149,7 +157,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "cmd.settings.models.model": "The model.",
         "cmd.settings.language": "The language of this server's log and alerts.",
         "cmd.settings.language.language": "The language.",
-        "cmd.settings.timezone": "The time zone of this server's days and months (quotas and reports).",
+        "cmd.settings.timezone": "The time zone of this server's days and months (its own caps and reports).",
         "cmd.settings.timezone.zone": "An IANA time zone such as Asia/Tokyo.",
         "cmd.settings.budget_alert": "Alert the log channel when the shared budget falls below this (0: off).",
         "cmd.settings.budget_alert.yen": "The threshold in yen (0: off).",
@@ -188,6 +196,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "settings.host.show.at_most": "host's limit: at most {ceiling}",
         "settings.host.show.at_least": "host's limit: at least {ceiling}",
         "settings.host.show.none": "host's limit: none",
+        "settings.host.show.zone": "the host's limits count days and months in {zone}",
         "settings.host.refused": "Nothing was changed: the bot's host sets limits that every server keeps to. A server "
                                  "can make them stricter, not looser:",
         "settings.host.at_most": "- {name}: at most {ceiling} (asked: {value})",
@@ -206,9 +215,12 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "settings.blocklist.title": "Blocklist ({count} terms)",
         "settings.member.blocked": "{member} can no longer use /video here. Videos already paid for are still delivered.",
         "settings.member.unblocked": "{member} can use /video here again.",
-        "settings.member.reset": "{member}'s quota window starts again from now.",
+        "settings.member.reset": "{member}'s quota window for this server's own caps starts again from now. The "
+        "host's limits still count everything spent today and this month.",
         "settings.models.unknown": "There is no model `{model}` in the catalogue.",
         "settings.timezone.invalid": "`{zone}` is not a time zone; use a name such as Asia/Tokyo or Europe/London.",
+        "settings.timezone.host": "This server's own caps and reports count in it; the host's limits keep counting "
+        "days and months in {zone}.",
         "error.missing_permission": "Only members with the Manage Server permission can do this.",
         "error.invalid_setting": "That value cannot be used for {name}.",
         # The server's log channel: ids, amounts and reason codes, never prompts or matched terms.
@@ -377,7 +389,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "usage.csv.too_big": "The CSV ({size:,} bytes) is larger than Discord lets the bot attach here ({limit:,} "
         "bytes). Choose a shorter period.",
         "credit.done": "Request {ref} (job {job_id}, {price}) is marked credited. The ledger keeps the charge; "
-        "reports show it as credited.",
+        "reports show it as credited. It no longer counts against this server's own caps; the host's limits still "
+        "count it.",
         "credit.not_found": "No request `{reference}` was found in this server. Nothing was changed.",
         "credit.not_failed": "Request {ref} is {state}: only a failed, charged job can be marked credited. Nothing "
         "was changed.",
@@ -470,6 +483,14 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "リセットされます。費用はかかっていません。",
         "refuse.member_monthly_cap": "このサーバーでのあなたの今月の利用枠では足りません（{cap}中、残り{left}）。"
         "{when}にリセットされます。費用はかかっていません。",
+        "refuse.host_guild_daily_cap": "ボットの運営者が各サーバーに設けた1日の動画予算では足りません（{cap}中、"
+        "このサーバーの残り{left}）。{when}にリセットされます。費用はかかっていません。",
+        "refuse.host_guild_monthly_cap": "ボットの運営者が各サーバーに設けた1か月の動画予算では足りません（{cap}中、"
+        "このサーバーの残り{left}）。{when}にリセットされます。費用はかかっていません。",
+        "refuse.host_member_daily_cap": "ボットの運営者が各メンバーに設けた1日の利用枠では足りません（{cap}中、"
+        "このサーバーでのあなたの残り{left}）。{when}にリセットされます。費用はかかっていません。",
+        "refuse.host_member_monthly_cap": "ボットの運営者が各メンバーに設けた1か月の利用枠では足りません（{cap}中、"
+        "このサーバーでのあなたの残り{left}）。{when}にリセットされます。費用はかかっていません。",
         "refuse.channel": "このチャンネルでは動画をリクエストできません。費用はかかっていません。",
         "refuse.role": "動画をリクエストするには次のいずれかのロールが必要です：{roles}。費用はかかっていません。",
         "refuse.blocklist": "このプロンプトには、このサーバーで許可されていない語句が含まれています。費用はかかっていません。",
@@ -507,7 +528,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "cmd.settings.models.model": "モデル。",
         "cmd.settings.language": "このサーバーのログと通知の言語。",
         "cmd.settings.language.language": "言語。",
-        "cmd.settings.timezone": "このサーバーの日と月の区切り（上限とレポート）のタイムゾーン。",
+        "cmd.settings.timezone": "このサーバーの日と月の区切り（独自の上限とレポート）のタイムゾーン。",
         "cmd.settings.timezone.zone": "Asia/Tokyo のようなIANAタイムゾーン名。",
         "cmd.settings.budget_alert": "共有予算がこの額を下回ったらログチャンネルに通知します（0で無効）。",
         "cmd.settings.budget_alert.yen": "しきい値（円、0で無効）。",
@@ -546,6 +567,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "settings.host.show.at_most": "運営者の上限：{ceiling}以下",
         "settings.host.show.at_least": "運営者の下限：{ceiling}以上",
         "settings.host.show.none": "運営者の上限：なし",
+        "settings.host.show.zone": "運営者の上限は{zone}の日・月で数えます",
         "settings.host.refused": "変更していません。ボットの運営者が全サーバー共通の上限を決めています。サーバーは"
                                  "それより厳しくはできますが、緩めることはできません：",
         "settings.host.at_most": "- {name}：{ceiling}以下（指定：{value}）",
@@ -564,9 +586,12 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "settings.blocklist.title": "ブロックリスト（{count}語）",
         "settings.member.blocked": "{member} はこのサーバーで /video を使えなくなりました。支払い済みの動画は届けられます。",
         "settings.member.unblocked": "{member} はこのサーバーで再び /video を使えます。",
-        "settings.member.reset": "{member} の利用枠を今からリセットしました。",
+        "settings.member.reset": "{member} の利用枠（このサーバー独自の上限）を今からリセットしました。運営者の上限は"
+        "今日・今月の利用をすべて数え続けます。",
         "settings.models.unknown": "カタログにモデル `{model}` はありません。",
         "settings.timezone.invalid": "`{zone}` はタイムゾーンではありません。Asia/Tokyo のような名前を使ってください。",
+        "settings.timezone.host": "このサーバー独自の上限とレポートはこのタイムゾーンで数えます。運営者の上限は引き続き"
+        "{zone}の日・月で数えます。",
         "error.missing_permission": "これは「サーバー管理」権限を持つメンバーだけが実行できます。",
         "error.invalid_setting": "その値は{name}に使えません。",
         "log.accepted": "✅ {ref}（{user}）：ジョブ `{job_id}` として受付、{amount}課金。",
@@ -715,7 +740,7 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "usage.csv.too_big": "CSV（{size:,}バイト）は、ここでDiscordが添付を許す大きさ（{limit:,}バイト）を超えています。"
         "短い期間を選んでください。",
         "credit.done": "リクエスト {ref}（ジョブ {job_id}、{price}）を返金済みにしました。課金の記録はそのまま残り、"
-        "集計では返金済みと表示されます。",
+        "集計では返金済みと表示されます。このサーバー独自の上限には数えなくなりますが、運営者の上限には引き続き数えます。",
         "credit.not_found": "このサーバーにリクエスト `{reference}` は見つかりません。何も変更していません。",
         "credit.not_failed": "リクエスト {ref} は「{state}」です。返金済みにできるのは、失敗して課金されたジョブだけです。"
         "何も変更していません。",

@@ -80,8 +80,9 @@ def host_limit(key: SettingKey, ceiling: Any, locale: str) -> str:
 
 
 def settings_embed(server: ServerSettings, changes: list[Event], locale: str,
-                   ceilings: Mapping[SettingKey, Any] | None = None) -> discord.Embed:
-    """Every setting in force and where it comes from; `ceilings`: the host's, shown beside their settings."""
+                   ceilings: Mapping[SettingKey, Any] | None = None, host_zone: str | None = None) -> discord.Embed:
+    """Every setting in force and where it comes from; `ceilings`: the host's, shown beside their settings;
+    `host_zone`: the host's time zone, in which the host's caps count (shown when the server's differs)."""
     embed = discord.Embed(title=t(locale, "settings.show.title"))
     lines = []
     for key in SETTING_KEYS:
@@ -89,6 +90,8 @@ def settings_embed(server: ServerSettings, changes: list[Event], locale: str,
                 f"({_source(server, key, locale)})")
         if ceilings is not None and key in CEILING_KEYS:
             line += f" · {host_limit(key, ceilings.get(key), locale)}"
+        if key == "timezone" and host_zone is not None and host_zone != server.timezone:
+            line += f" · {host_zone_note(host_zone, locale)}"
         lines.append(line)
     embed.description = shorten("\n".join(lines), EMBED_DESCRIPTION)
     if changes:
@@ -98,6 +101,11 @@ def settings_embed(server: ServerSettings, changes: list[Event], locale: str,
             inline=False,
         )
     return fit_embed(embed)
+
+
+def host_zone_note(host_zone: str, locale: str) -> str:
+    """That the host's caps keep the host's calendar, whatever time zone the server chose."""
+    return t(locale, "settings.host.show.zone", zone=plain(host_zone, _VALUE_CHARS))
 
 
 def looser_than_host_text(refused: LooserThanHost, locale: str) -> str:
@@ -120,6 +128,14 @@ def changes_text(changes: list[Change], locale: str) -> str:
         for c in changes
     ]
     return fit_content(t(locale, "settings.changed") + "\n" + "\n".join(lines))
+
+
+def timezone_changed_text(changes: list[Change], zone: str, host_zone: str, locale: str) -> str:
+    """A time zone change; a zone other than the host's says that the host's caps keep the host's calendar."""
+    text = changes_text(changes, locale)
+    if zone != host_zone:
+        text += "\n" + t(locale, "settings.timezone.host", zone=plain(host_zone, _VALUE_CHARS))
+    return fit_content(text)
 
 
 def change_line(event: Event, locale: str) -> str:

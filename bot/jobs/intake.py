@@ -77,7 +77,8 @@ WAITING_NOTICE_SECONDS = 1.0
 
 #: Refusals a server's log channel hears of (cooldowns and jobs in flight are routine, not abuse).
 LOGGED_REFUSALS = frozenset({
-    "guild_daily_cap", "guild_monthly_cap", "member_daily_cap", "member_monthly_cap", "blocklist", "member_blocked",
+    "guild_daily_cap", "guild_monthly_cap", "member_daily_cap", "member_monthly_cap", "host_guild_daily_cap",
+    "host_guild_monthly_cap", "host_member_daily_cap", "host_member_monthly_cap", "blocklist", "member_blocked",
 })
 
 
@@ -207,7 +208,7 @@ class VideoRequests:
             _refuse_unless(trust.decide(action, replace(facts, member=member), trust.Host(), {trust.Stage.REQUEST}))
             return await self._store.add_submission(
                 replace(request, model=model.id, prompt=prompt, seed=seed, price_yen=price),
-                guardrails.admission(server, rules.member, self._clock(), price),
+                guardrails.admission(server, self.rules.defaults, rules.member, self._clock(), price),
                 lease=self._lease,
             )
         except AdmissionRefused as refusal:

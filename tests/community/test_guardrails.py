@@ -146,13 +146,13 @@ async def test_daily_cap_holds_across_a_restart_and_resets_the_next_day(
     requests, store = await make_requests(tmp_path, sim_client, clock, **env)  # the bot restarted
     with pytest.raises(AdmissionRefused) as refused:
         await requests.submit(request(user_id=3))
-    assert refused.value.code == "guild_daily_cap"
+    assert refused.value.code == "host_guild_daily_cap"  # the environment's: the host's cap
     midnight = datetime(2026, 11, 22, tzinfo=tokyo).timestamp()
     assert refused.value.retry_at == midnight
     en = embeds.refusal_text(refused.value, "en-US")
     ja = embeds.refusal_text(refused.value, "ja")
     assert "¥0 of ¥500 left" in en and f"<t:{int(midnight)}:R>" in en
-    assert "500円中、残り0円" in ja and f"<t:{int(midnight)}:R>" in ja
+    assert "500円中、このサーバーの残り0円" in ja and f"<t:{int(midnight)}:R>" in ja
     await requests.submit(request(user_id=3, guild_id=11))  # another server has its own cap
     assert simulator.creates_received == 3
 
@@ -185,6 +185,10 @@ def test_every_refusal_has_a_message_in_both_languages(locale: str) -> None:
         AdmissionRefused("guild_monthly_cap", 1_800_003_600.0, spent=1000, cap=1000, left=0),
         AdmissionRefused("member_daily_cap", 1_800_003_600.0, spent=300, cap=500, left=200),
         AdmissionRefused("member_monthly_cap", 1_800_003_600.0, spent=300, cap=500, left=200),
+        AdmissionRefused("host_guild_daily_cap", 1_800_003_600.0, spent=1000, cap=1000, left=0),
+        AdmissionRefused("host_guild_monthly_cap", 1_800_003_600.0, spent=1000, cap=1000, left=0),
+        AdmissionRefused("host_member_daily_cap", 1_800_003_600.0, spent=300, cap=500, left=200),
+        AdmissionRefused("host_member_monthly_cap", 1_800_003_600.0, spent=300, cap=500, left=200),
         AdmissionRefused("blocklist", None),
         AdmissionRefused("member_blocked", None),
         AdmissionRefused("paused", None),
@@ -297,6 +301,85 @@ async def test_a_failed_job_counts_against_a_quota_until_support_credits_it(
     assert refused.value.code == "member_daily_cap"
     await store.mark_credited(job.id, guild_id=10, by_user_id=900)
     await requests.submit(request())
+    assert simulator.creates_received == 2
+    await store.close()
+
+
+# -- the host's caps: the host's calendar and ledger, whatever a server sets ----------------------------------
+
+
+async def test_the_hosts_caps_count_in_the_hosts_time_zone_whatever_a_server_sets(
+    tmp_path: Path, sim_client: VideoServiceClient, simulator: VideoServiceSimulator
+) -> None:
+    tokyo = ZoneInfo("Asia/Tokyo")
+    clock = Clock(datetime(2026, 11, 22, 0, 10, tzinfo=tokyo).timestamp())
+    requests, store = await make_requests(tmp_path, sim_client, clock, MEMBER_DAILY_BUDGET_YEN="250",
+                                          GUILD_DAILY_BUDGET_YEN="250")
+    await requests.submit(request())
+    tokyo_midnight = datetime(2026, 11, 23, tzinfo=tokyo).timestamp()
+    # Each hour an admin moves the server to a zone whose midnight has just passed: the host's day stays Tokyo's.
+    for hours_east in (9, 8, 7, 6, 5):
+        await requests.rules.change(10, 900, {"timezone": f"Etc/GMT-{hours_east}"})
+        with pytest.raises(AdmissionRefused) as refused:
+            await requests.submit(request())
+        assert refused.value.code == "host_guild_daily_cap" and refused.value.retry_at == tokyo_midnight
+        clock.now += 3600
+    assert simulator.spend == 250
+    en = embeds.refusal_text(refused.value, "en-US")
+    assert "the bot's host" in en and "¥0 of ¥250 left" in en
+    assert "運営者" in embeds.refusal_text(refused.value, "ja")
+
+    # A server's own cap counts in the server's own days (UTC+5 here), beside the host's.
+    clock.now = tokyo_midnight + 60
+    await requests.rules.change(10, 900, {"guild_daily_cap_yen": 250})
+    await requests.submit(request())
+    with pytest.raises(AdmissionRefused) as refused:
+        await requests.submit(request(user_id=2))
+    assert refused.value.code == "guild_daily_cap"
+    assert refused.value.retry_at == datetime(2026, 11, 23, tzinfo=ZoneInfo("Etc/GMT-5")).timestamp()
+    await store.close()
+
+
+async def test_a_quota_reset_starts_the_servers_own_caps_afresh_never_the_hosts(
+    tmp_path: Path, sim_client: VideoServiceClient, simulator: VideoServiceSimulator
+) -> None:
+    clock = Clock(datetime(2026, 11, 21, 12, 0, tzinfo=ZoneInfo("Asia/Tokyo")).timestamp())
+    requests, store = await make_requests(tmp_path, sim_client, clock, MEMBER_DAILY_BUDGET_YEN="500")
+    await requests.rules.change(10, 900, {"member_daily_cap_yen": 250})  # the server's own, stricter
+    await requests.submit(request())
+    with pytest.raises(AdmissionRefused) as refused:
+        await requests.submit(request())
+    assert refused.value.code == "member_daily_cap"
+    clock.now += 1
+    await requests.rules.store.set_member(10, 1, 900, reset_quota=True)
+    await requests.submit(request())  # the server's window starts again
+    for _ in range(3):
+        clock.now += 1
+        await requests.rules.store.set_member(10, 1, 900, reset_quota=True)
+        with pytest.raises(AdmissionRefused) as refused:
+            await requests.submit(request())
+        assert refused.value.code == "host_member_daily_cap" and refused.value.params["spent"] == 500
+    assert simulator.spend == 500
+    await store.close()
+
+
+async def test_a_credit_frees_the_servers_own_caps_never_the_hosts(
+    tmp_path: Path, sim_client: VideoServiceClient, simulator: VideoServiceSimulator
+) -> None:
+    clock = Clock(1_800_000_000.0)
+    requests, store = await make_requests(tmp_path, sim_client, clock, MEMBER_DAILY_BUDGET_YEN="500")
+    await requests.rules.change(10, 900, {"member_daily_cap_yen": 250})
+    for _ in range(2):
+        job = await requests.submit(request())
+        await store.transition(job.id, JobState.FAILED)
+        with pytest.raises(AdmissionRefused) as refused:
+            await requests.submit(request())
+        assert refused.value.code == "member_daily_cap"
+        await store.mark_credited(job.id, guild_id=10, by_user_id=900)  # on a server admin's word
+    # Both charges were credited: the server's cap is free, the host's still counts them.
+    with pytest.raises(AdmissionRefused) as refused:
+        await requests.submit(request())
+    assert refused.value.code == "host_member_daily_cap" and refused.value.params["spent"] == 500
     assert simulator.creates_received == 2
     await store.close()
 

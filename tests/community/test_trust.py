@@ -281,7 +281,7 @@ def test_a_decision_is_allowed_only_when_made_so_never_by_a_refusal_left_half_ma
     assert not trust.Decision(trust.VIDEO, Check.NOT_PAUSED, "paused").allowed
     for half_made in ({"reason": "unknown"}, {"check": Check.OWNER}, {"roles": (ROLE,)}):
         with pytest.raises(ValueError):
-            trust.Decision(trust.VIDEO, **half_made)  # type: ignore[arg-type]
+            trust.Decision(trust.VIDEO, **half_made)
 
 
 def test_an_action_with_no_policy_is_a_fault() -> None:

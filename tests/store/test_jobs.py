@@ -445,6 +445,23 @@ async def test_admission_edges_a_cooldown_just_over_and_a_cap_reached_exactly(op
     await store.add_submission(new_job(user_id=2), rules)  # another member's own cap
 
 
+async def test_a_cap_that_counts_credits_still_counts_a_credited_charge(open_store: StoreOpener) -> None:
+    clock = Clock()
+    store = await open_store(clock=clock)
+    end = clock.now + 86_400
+    servers = SpendCap("member_daily_cap", cap_yen=250, start=0.0, end=end, member_only=True)
+    hosts = SpendCap("host_member_daily_cap", cap_yen=250, start=0.0, end=end, member_only=True, counts_credited=True)
+    job = await store.add_submission(new_job(), Admission(price_yen=250, caps=(servers, hosts)))
+    await store.transition(job.id, S.SUBMITTING)
+    await store.mark_accepted(job.id, "vid_1", 250, 0.0)
+    await store.transition(job.id, S.FAILED)
+    await store.mark_credited(job.id, guild_id=10, by_user_id=900)
+    await store.add_submission(new_job(), Admission(price_yen=250, caps=(servers,)))  # credited: not counted
+    with pytest.raises(AdmissionRefused) as refused:
+        await store.add_submission(new_job(), Admission(price_yen=250, caps=(hosts,)))
+    assert refused.value.code == "host_member_daily_cap" and refused.value.params["spent"] == 500
+
+
 async def test_admission_is_race_free(store: JobStore) -> None:
     rules = Admission(max_active_jobs=1)
     results = await asyncio.gather(*(store.add_submission(new_job(), rules) for _ in range(5)),

@@ -71,8 +71,8 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
         server = await rules.effective(_guild(interaction))
         changes = await rules.store.recent_events(_guild(interaction), "setting", limit=5)
         ceilings = {key: rules.ceiling(key) for key in CEILING_KEYS}
-        await respond(interaction, embed=settings_embeds.settings_embed(server, changes, interaction.locale.value,
-                                                                        ceilings))
+        await respond(interaction, embed=settings_embeds.settings_embed(
+            server, changes, interaction.locale.value, ceilings, host_zone=rules.defaults.timezone))
 
     @app_commands.command(name="limits", description=described("cmd.settings.limits"))
     @app_commands.describe(
@@ -268,7 +268,10 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
             await respond(interaction, t(interaction.locale.value, "settings.timezone.invalid",
                                          zone=shorten(zone, 64)))
             return
-        await self._changed(interaction, {"timezone": zone})
+        rules = self.bot.requests.rules
+        changes = await rules.change(_guild(interaction), interaction.user.id, {"timezone": zone})
+        await respond(interaction, settings_embeds.timezone_changed_text(
+            changes, zone, rules.defaults.timezone, interaction.locale.value))
 
     @timezone.autocomplete("zone")
     async def zone_autocomplete(self, interaction: Interaction, current: str) -> list[app_commands.Choice[str]]:

@@ -1,5 +1,6 @@
 """The guardrails of a request, as the SQL conditions of the INSERT that writes it: a member's cooldown and jobs in
-flight, and every spending cap (what counts against a cap: charges not credited, and what may yet be charged)."""
+flight, and every spending cap (what counts against a cap: charges, credited ones only for the caps that count
+them, and what may yet be charged)."""
 
 from __future__ import annotations
 
@@ -74,11 +75,13 @@ def _spent(new: NewJob, cap: SpendCap, price_yen: int) -> tuple[str, tuple[Any, 
     charged.
 
     Requests not yet answered, and outcomes unknown, count at their price: they may be charged (or may have
-    been). Failed jobs count: they were charged, unless support credited them.
+    been). Failed jobs count: they were charged, unless support credited them (for a cap that counts credits
+    too, even then).
     """
     maybe = _marks(MAYBE_CHARGED_STATES)
     unsent = _marks(UNSENT_OR_SENDING)
     member = "AND user_id = ?" if cap.member_only else ""
+    not_credited = "" if cap.counts_credited else "AND credited_at IS NULL"
     return (
         f"""(SELECT COALESCE(SUM(CASE WHEN state IN ({maybe})
                                       THEN (CASE WHEN price_yen > 0 THEN price_yen ELSE ? END)
@@ -87,7 +90,7 @@ def _spent(new: NewJob, cap: SpendCap, price_yen: int) -> tuple[str, tuple[Any, 
              WHERE guild_id IS ? {member} AND (
                  state IN ({unsent})
                  OR (state = ? AND created_at >= ? AND created_at < ?)
-                 OR (charged_yen > 0 AND credited_at IS NULL AND accepted_at >= ? AND accepted_at < ?)))""",
+                 OR (charged_yen > 0 {not_credited} AND accepted_at >= ? AND accepted_at < ?)))""",
         (
             *MAYBE_CHARGED_STATES, price_yen, new.guild_id,
             *((new.user_id,) if cap.member_only else ()),

@@ -161,9 +161,12 @@ class SpendCap:
 
     code: RefusalCode  # the refusal when the cap is reached
     cap_yen: int
-    start: float  # unix time; a member's quota reset moves it later
+    start: float  # unix time; a member's quota reset moves a server's own cap's start later
     end: float  # when the window resets
     member_only: bool = False
+    #: Whether charges marked credited still count. A server admin marks them (/credit); only the host knows
+    #: whether support refunded them, so the host's caps count every charge.
+    counts_credited: bool = False
 
 
 @dataclass(frozen=True)

@@ -69,3 +69,23 @@ async def test_show_says_when_a_servers_own_value_is_held_to_a_stricter_host(
     async with open_stack(simulator, SIM_KEY, tmp_path, GUILD_DAILY_BUDGET_YEN="250") as strict:
         shown = await settings(strict, "show")
     assert "**Server daily cap**: ¥250 (this server's, held to the host's limit) · host's limit: at most ¥250" in shown
+
+
+async def test_show_and_the_time_zone_say_that_the_hosts_caps_keep_the_hosts_calendar(strict: Stack) -> None:
+    shown = await settings(strict, "show")
+    assert "**Time zone**: Asia/Tokyo (default)\n" in shown  # the host's own: nothing to add
+    changed = await settings(strict, "timezone", zone="America/New_York")
+    assert "the host's limits keep counting days and months in Asia/Tokyo" in changed
+    shown = await settings(strict, "show")
+    assert ("**Time zone**: America/New\\_York (this server) · the host's limits count days and months in "
+            "Asia/Tokyo") in shown
+    japanese = await settings(strict, "show", discord.Locale.japanese)
+    assert "運営者の上限はAsia/Tokyoの日・月で数えます" in japanese
+
+
+async def test_a_quota_reset_says_the_hosts_limits_still_count(strict: Stack) -> None:
+    member = discord.Object(id=555)
+    answered = await settings(strict, "member", action=discord.app_commands.Choice(name="reset_quota",
+                                                                                    value="reset_quota"),
+                              member=member)
+    assert "this server's own caps" in answered and "The host's limits still count" in answered

@@ -195,7 +195,8 @@ async def test_an_admin_credits_a_failed_job_once(stack: Stack, cog: UsageCog) -
     reply = await credit(stack, cog, failed.reference)
 
     assert reply.content == f"Request {failed.reference} (job `vid_failed_mine`, ¥250) is marked credited. The " \
-        "ledger keeps the charge; reports show it as credited."
+        "ledger keeps the charge; reports show it as credited. It no longer counts against this server's own " \
+        "caps; the host's limits still count it."
     stored = await stack.store.get(failed.id)
     assert stored.credited_by == ADMIN_ID and stored.credited_at is not None
     again = await credit(stack, cog, "vid_failed_mine", user_id=ADMIN_ID + 1)

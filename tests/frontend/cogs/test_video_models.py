@@ -93,10 +93,10 @@ async def test_the_budget_check_uses_the_chosen_models_price(start_simulator: Ma
         assert stack.simulator.creates_received == 0
 
 
-async def test_the_servers_daily_cap_counts_the_chosen_models_price(start_simulator: MakeSim, tmp_path: Path) -> None:
+async def test_the_hosts_daily_cap_counts_the_chosen_models_price(start_simulator: MakeSim, tmp_path: Path) -> None:
     async with two_models(start_simulator, tmp_path, daily_cap="1000") as stack:
         error = await video(stack, prompt="a lighthouse", model=PRO_ID)
-        assert isinstance(error, AdmissionRefused) and error.code == "guild_daily_cap"
+        assert isinstance(error, AdmissionRefused) and error.code == "host_guild_daily_cap"
         assert await video(stack, prompt="a lighthouse") is None
         assert stack.simulator.spend == 250
 
