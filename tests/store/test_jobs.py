@@ -368,6 +368,41 @@ async def test_find_by_local_reference_or_service_id_within_a_server(store: JobS
     assert (await store.find("vid_abc", guild_id=10)).id == job.id  # type: ignore[union-attr]
     assert await store.find("vid_abc", guild_id=11) is None
     assert await store.find("#9999", guild_id=10) is None
+    # A service job id that reads like a local reference: the local reference wins, the id still finds its own.
+    other = await store.add_submission(new_job(guild_id=10))
+    await store.transition(other.id, JobState.SUBMITTING)
+    await store.mark_accepted(other.id, str(job.id), 250, 0.0)
+    assert (await store.find(str(job.id), guild_id=10)).id == job.id  # type: ignore[union-attr]
+    assert (await store.find(f"#{other.id}", guild_id=10)).id == other.id  # type: ignore[union-attr]
+
+
+async def test_find_asks_the_database_the_same_one_question_whatever_the_answer(
+    store: JobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No existence oracle: a reference to a row of this server (someone else's, which /status then answers as not
+    # found), to no row, or to another server's row costs the same one query of the same shape.
+    job = await store.add_submission(new_job(guild_id=10))
+    await store.transition(job.id, JobState.SUBMITTING)
+    await store.mark_accepted(job.id, "vid_abc", 250, 0.0)
+    elsewhere = await store.add_submission(new_job(guild_id=11))
+    asked: list[str] = []
+    database = store._db
+    for name in ("fetch_all", "fetch_one", "fetch_many", "execute"):
+        real = getattr(database, name)
+
+        async def spy(*args: object, _real: object = real, _name: str = name) -> object:
+            asked.append(f"{_name}: {args[0]}")
+            return await _real(*args)  # type: ignore[operator]
+
+        monkeypatch.setattr(database, name, spy)
+    for reference in (f"#{job.id}", "#9999", str(job.id), "9999", f"#{elsewhere.id}", "vid_abc", "vid_none",
+                      "#" + "9" * 30, "\x00"):
+        asked.clear()
+        await store.find(reference, guild_id=10)
+        assert len(asked) == 1, (reference, asked)
+        if reference == f"#{job.id}":
+            shape = asked[0]
+        assert asked[0] == shape, reference
 
 
 @pytest.mark.parametrize("reference", [

@@ -18,18 +18,25 @@ class Reads(StoreBase):
     """A job's reads."""
 
     async def find(self, reference: str, *, guild_id: int | None) -> Job | None:
-        """A job by local reference (`#42` or `42`) or by the service's job id, within one server."""
+        """A job by local reference (`#42` or `42`) or by the service's job id, within one server.
+
+        One query of one shape whatever the reference and whatever the answer (a row of the caller's, of
+        someone else's, or none), so the work done tells nothing of what exists. A local reference wins over a
+        service job id that happens to read the same.
+        """
         text = reference.strip()
         local = text.removeprefix("#")
         # Not "²" (a digit to isdigit() that int() refuses), and a number a row id can be: both databases keep ids in
         # 64 bits, and a longer one would fail there (20 digits) or in int() itself (over 4,300): not found.
-        if local.isascii() and local.isdigit() and len(local) <= MAX_ID_DIGITS and int(local) <= MAX_ROW_ID:
-            jobs = await self._jobs("SELECT * FROM jobs WHERE id = ? AND guild_id IS ?", (int(local), guild_id))
-            if jobs:
-                return jobs[0]
-        if "\x00" in text:
-            return None  # PostgreSQL's text cannot hold a NUL (it would refuse the query), and no job id has one
-        jobs = await self._jobs("SELECT * FROM jobs WHERE service_job_id = ? AND guild_id IS ?", (text, guild_id))
+        row_id = (int(local) if local.isascii() and local.isdigit() and len(local) <= MAX_ID_DIGITS
+                  and int(local) <= MAX_ROW_ID else None)
+        # PostgreSQL's text cannot hold a NUL (it would refuse the query), and no job id has one.
+        service_job_id = text if "\x00" not in text else None
+        jobs = await self._jobs(
+            "SELECT * FROM jobs WHERE guild_id IS ? AND (id = ? OR service_job_id = ?) "
+            "ORDER BY CASE WHEN id = ? THEN 0 ELSE 1 END LIMIT 1",
+            (guild_id, row_id, service_job_id, row_id),
+        )
         return jobs[0] if jobs else None
 
     async def due_jobs(self, now: float, limit: int) -> list[Job]:
