@@ -9,8 +9,9 @@ bot gathers the same facts itself, and the trust model (bot/community/trust.py) 
   click in a DM, the member fetched from Discord (GET /guilds/{guild}/members/{user}: 404 once they left, were kicked
   or banned), with their roles and their permissions in the request's channel as the cache computes them;
 - /video's command permissions in that server: /video's id and `default_member_permissions` from the synced commands
-  (remembered at sync, else fetched once), and the guild's entries (fetched once per guild on first need, then kept
-  current by the gateway's APPLICATION_COMMAND_PERMISSIONS_UPDATE).
+  (remembered at sync, else fetched once; "not registered" is fetched again after MISS_SECONDS), and the guild's
+  entries (fetched once per guild on first need, then kept current by the gateway's
+  APPLICATION_COMMAND_PERMISSIONS_UPDATE).
 
 What cannot be read is an unreadable `Standing`: the trust model refuses the click (nothing spent), never lets it
 through, and the log says why.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -75,27 +77,46 @@ CommandsReader = Callable[[int | None], Awaitable[Sequence[app_commands.AppComma
 PermissionsReader = Callable[[int], Awaitable[Sequence[Mapping[str, Any]]]]
 
 
-class SyncedCommands:
-    """One command's registration per scope, from the last sync of this process or else read once."""
+#: How long "/video is not registered in that scope" is believed before it is read again: another process (or
+#: `python -m bot sync`) may register it meanwhile. Until then each click there is refused without a read.
+MISS_SECONDS = 60.0
 
-    def __init__(self, read: CommandsReader, name: str = VIDEO) -> None:
+
+class SyncedCommands:
+    """One command's registration per scope, from the last sync of this process or else read: a registration
+    found is kept, a miss only for MISS_SECONDS."""
+
+    def __init__(self, read: CommandsReader, name: str = VIDEO, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._read = read
         self._name = name
-        self._known: dict[int | None, SyncedCommand | None] = {}
+        self._clock = clock
+        self._known: dict[int | None, SyncedCommand] = {}
+        self._missing_since: dict[int | None, float] = {}
 
     def remember(self, scope: int | None, commands: Sequence[app_commands.AppCommand]) -> None:
-        """What a sync of that scope registered (`CommandTree.sync` returns it)."""
-        self._known[scope] = next((SyncedCommand.of(c) for c in commands if c.name == self._name), None)
+        """What a sync of that scope registered (`CommandTree.sync` returns it), or a read found."""
+        found = next((SyncedCommand.of(c) for c in commands if c.name == self._name), None)
+        if found is None:
+            self._known.pop(scope, None)
+            self._missing_since[scope] = self._clock()
+        else:
+            self._known[scope] = found
+            self._missing_since.pop(scope, None)
 
     async def get(self, scope: int | None) -> SyncedCommand | None:
         """The command in that scope; None if it is not registered there. Raises AccessUnreadable."""
-        if scope not in self._known:
-            try:
-                commands = await self._read(scope)
-            except _READ_ERRORS as exc:
-                raise AccessUnreadable(f"the registered commands could not be read ({_why(exc)})") from exc
-            self.remember(scope, commands)
-        return self._known[scope]
+        if scope in self._known:
+            return self._known[scope]
+        missing_since = self._missing_since.get(scope)
+        if missing_since is not None and self._clock() - missing_since < MISS_SECONDS:
+            return None
+        try:
+            commands = await self._read(scope)
+        except _READ_ERRORS as exc:
+            raise AccessUnreadable(f"the registered commands could not be read ({_why(exc)})") from exc
+        self.remember(scope, commands)
+        return self._known.get(scope)
 
 
 class GuildPermissions:

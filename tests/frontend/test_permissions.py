@@ -20,12 +20,14 @@ from discord import app_commands
 from bot.community.command_permissions import CommandPermissions, PermissionEntry
 from bot.community.trust import Membership, Standing
 from bot.frontend.permissions import (
+    MISS_SECONDS,
     AccessUnreadable,
     GuildPermissions,
     SpendingAccess,
     SyncedCommand,
     SyncedCommands,
 )
+from tests.conftest import Clock
 
 APP = 900_000_000_000_000_001
 GUILD = 800_000_000_000_000_001
@@ -179,6 +181,28 @@ async def test_video_is_known_from_the_sync_or_else_read_once_per_scope() -> Non
     assert read.await_args_list == [((None,),)]
     read.return_value = [app_command("status", 1)]
     assert await SyncedCommands(read).get(None) is None  # not registered there
+
+
+async def test_video_not_registered_is_read_again_after_a_while_not_kept_for_good() -> None:
+    # Another process syncs /video after this one found it missing: the clicks are refused only for a while.
+    clock = Clock(1_000.0)
+    read = AsyncMock(return_value=[app_command("status", 1)])
+    commands = SyncedCommands(read, clock=clock)
+    assert await commands.get(GUILD) is None
+    read.return_value = [app_command("video", VIDEO_ID)]
+    clock.now += MISS_SECONDS - 1
+    assert await commands.get(GUILD) is None  # the miss is kept briefly: not one read per click
+    assert read.await_count == 1
+    clock.now += 1
+    assert await commands.get(GUILD) == SyncedCommand(VIDEO_ID, None)
+    clock.now += 100 * MISS_SECONDS
+    assert await commands.get(GUILD) == SyncedCommand(VIDEO_ID, None)  # found: kept
+    assert read.await_count == 2
+    # A sync of this process that registered no /video is a miss like any other.
+    commands.remember(None, [app_command("status", 1)])
+    assert await commands.get(None) is None
+    clock.now += MISS_SECONDS
+    assert await commands.get(None) == SyncedCommand(VIDEO_ID, None)
 
 
 async def test_commands_that_cannot_be_read_are_unreadable_and_read_again() -> None:
