@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 
 async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
@@ -40,15 +42,15 @@ class BackgroundTasks:
 
     def __init__(self, log: logging.Logger) -> None:
         self._log = log
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
-    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+    def spawn(self, coro: Coroutine[Any, Any, _T], name: str) -> asyncio.Task[_T]:
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return task
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             self._log.error("task %s failed", task.get_name(), exc_info=task.exception())

@@ -3,8 +3,9 @@ pruning old events and offers.
 
 Events are written to the database in the same transaction as what they report (bot/store/jobs/,
 bot/store/servers.py), and posted from here in order per server, so a stop between the two loses no log line.
-Servers take turns: each round posts a bounded share of every waiting server's lines, all servers at once, so
-one server's burst (or its slow channel) never holds back another's lines and alerts.
+Servers take turns: each round starts a bounded share of every waiting server's lines, each server's share a task
+of its own that the round does not wait for, so one server's burst, slow channel or fault never holds back
+another's lines and alerts, nor the tick's other chores.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 from bot.community import trust
 from bot.community.server_rules import ServerRules
 from bot.config.settings import Settings
-from bot.core.tasks import cancel_and_wait
+from bot.core.tasks import BackgroundTasks, cancel_and_wait
 from bot.jobs.port import ChannelRefused, DiscordUnavailable, LinePoster
 from bot.jobs.progress import ProgressRefresher
 from bot.service.client import VideoServiceClient
@@ -49,11 +51,11 @@ class Chores:
     retention_check_seconds: float = 3600.0
     give_up_posting_after: float = 3600.0  # a log line Discord keeps refusing is dropped after this
     closed_channel_seconds: float = 600.0  # after a 403/404, the channel's lines are dropped this long
-    # A round (one tick) posts up to this many lines per server, near Discord's own pace for one channel (about 5
-    # messages per 5 s): a burst waits in the database, and a round held by one channel's rate-limit sleep (the
-    # other servers' shares go on meanwhile) ends within seconds.
+    # A round (one tick) starts a share of up to this many lines per server, near Discord's own pace for one
+    # channel (about 5 messages per 5 s): a burst waits in the database. A share asleep on its channel's rate
+    # limit keeps only its own server out of the next rounds until it ends.
     lines_per_server: int = 3
-    servers_per_round: int = 50  # servers posted to at once in a round; more wait for the next round
+    servers_per_round: int = 50  # shares in flight at once (Discord's global pace: 50 requests/s); more wait
     event_retention_days: float = 90.0  # posted log lines are deleted after this (the settings history's last 5 stay)
     offer_retention_seconds: float = 86400.0  # closed offers (used, cancelled, expired) are deleted after this
 
@@ -90,6 +92,10 @@ class Housekeeping:
         self._progress = progress
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
+        # Each server's share still being posted: the next rounds skip that server, so its lines stay in order and
+        # are posted once. The tasks are kept and their failures logged with their tracebacks.
+        self._shares: dict[int, asyncio.Task[int]] = {}
+        self._share_tasks = BackgroundTasks(log)
         self._last_budget_check = float("-inf")
         self._last_retention = float("-inf")
         self._closed_until: dict[int, float] = {}
@@ -107,9 +113,13 @@ class Housekeeping:
             self._task = asyncio.create_task(self._run(), name="housekeeping")
 
     async def stop(self) -> None:
+        """End the loop and every share still in flight (a line cut off before it was marked posted is posted
+        again after a restart, never lost)."""
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
+        await self._share_tasks.cancel_all()
+        self._shares.clear()
 
     async def _run(self) -> None:
         while True:
@@ -131,7 +141,7 @@ class Housekeeping:
             # Another process posts the log lines and alerts: two would post each line twice.
             self._last_budget_check = self._last_retention = float("-inf")  # due at once if this one leads later
         else:
-            chores.insert(0, (trust.LOG_LINES, self.post_events))
+            chores.insert(0, (trust.LOG_LINES, self.start_round))  # started, not waited for
         if leading and now - self._last_budget_check >= self._chores.budget_check_seconds:
             self._last_budget_check = now
             chores.append((trust.BUDGET_ALERTS, self.check_budget))
@@ -147,19 +157,41 @@ class Housekeeping:
 
     # -- the chores ---------------------------------------------------------------------------------
 
-    async def post_events(self) -> int:
-        """Post one round of waiting events to their servers' log channels; returns how many were posted.
+    async def start_round(self) -> list[asyncio.Task[int]]:
+        """Start one round of waiting events to their servers' log channels, and return its shares' tasks.
 
         Each server's share (`Chores.lines_per_server`, its oldest lines, in order) is posted in a task of its
-        own, every server's at once: a server whose channel is slow or rate-limited holds back only its own
-        lines. A channel Discord cannot take a line for right now keeps its server's later lines waiting; one
-        that refuses the bot (gone, or no access) gets none for a while, so a flood costs one refusal.
+        own, which the round does not wait for: a server whose channel is slow or rate-limited, or whose share
+        fails, holds back only its own lines. A server whose share is still in flight is left out of the round
+        (its lines stay in order, each posted once). A channel Discord cannot take a line for right now keeps
+        its server's later lines waiting; one that refuses the bot (gone, or no access) gets none for a while,
+        so a flood costs one refusal.
         """
+        room = self._chores.servers_per_round - len(self._shares)
+        if room <= 0:
+            return []
         shares = await self._rules.store.unposted_by_server(
-            per_server=self._chores.lines_per_server, servers=self._chores.servers_per_round
+            per_server=self._chores.lines_per_server, servers=room, excluding=set(self._shares)
         )
-        posted = await asyncio.gather(*(self._post_share(events) for events in shares.values()))
-        return sum(posted)
+        started = []
+        for guild_id, events in shares.items():
+            if guild_id in self._shares:
+                continue  # started meanwhile by a round that ran at the same time
+            task = self._share_tasks.spawn(self._post_share(events), f"log lines of server {guild_id}")
+            self._shares[guild_id] = task
+            task.add_done_callback(partial(self._share_ended, guild_id))
+            started.append(task)
+        return started
+
+    def _share_ended(self, guild_id: int, task: asyncio.Task[int]) -> None:
+        if self._shares.get(guild_id) is task:
+            del self._shares[guild_id]
+
+    async def post_events(self) -> int:
+        """One round, waited for: how many lines its shares posted (a failed share counts none; its failure is
+        logged)."""
+        posted = await asyncio.gather(*await self.start_round(), return_exceptions=True)
+        return sum(count for count in posted if isinstance(count, int))
 
     async def _post_share(self, events: list[Event]) -> int:
         """Post one server's share of a round, in order; stops at a line Discord cannot take now."""

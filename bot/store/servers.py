@@ -7,7 +7,7 @@ it are written in one transaction, and a quota check sees the same database as t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -262,15 +262,20 @@ class ServerStore:
         )
         return [_event(row) for row in rows]
 
-    async def unposted_by_server(self, *, per_server: int, servers: int) -> dict[int, list[Event]]:
+    async def unposted_by_server(
+        self, *, per_server: int, servers: int, excluding: Collection[int] = ()
+    ) -> dict[int, list[Event]]:
         """One round of waiting events: the oldest `per_server` of each server, for up to `servers` servers (those
-        waiting longest first), each server's in order. A server's burst fills its own share, not the round."""
+        waiting longest first), each server's in order. A server's burst fills its own share, not the round.
+        `excluding`: servers left out (their previous share is still being posted)."""
+        left_out = tuple(excluding)
+        unless = f" AND guild_id NOT IN ({', '.join('?' for _ in left_out)})" if left_out else ""
         rows = await self._db.fetch_all(
-            """SELECT id, guild_id, kind, job_id, user_id, details, created_at FROM (
+            f"""SELECT id, guild_id, kind, job_id, user_id, details, created_at FROM (
                    SELECT *, ROW_NUMBER() OVER (PARTITION BY guild_id ORDER BY id) AS place
-                   FROM events WHERE posted_at IS NULL) AS waiting
+                   FROM events WHERE posted_at IS NULL{unless}) AS waiting
                WHERE place <= ? ORDER BY id LIMIT ?""",
-            (per_server, per_server * servers),
+            (*left_out, per_server, per_server * servers),
         )
         shares: dict[int, list[Event]] = {}
         for row in rows:

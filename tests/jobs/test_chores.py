@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from bot.jobs.port import ChannelRefused, DiscordUnavailable
 from bot.service.client import VideoServiceClient
 from bot.service.key_budget import KeyBudget
 from bot.simulator import VideoServiceSimulator
-from bot.store.jobs import JobState, JobStore, NewJob, NewOffer
+from bot.store.jobs import JobState, JobStore, NewJob, NewOffer, StoreUnavailable
 from bot.store.leases import Lease
 from tests.conftest import Clock, StoreOpener
 
@@ -355,3 +357,129 @@ async def test_pruning_keeps_each_servers_last_settings_changes_and_deletes_in_b
     assert await rules.store.prune_events(posted_before=clock.now, keep_settings=5, batch=7) == 33
     assert [event.details["new"] for event in await rules.store.recent_events(GUILD, "setting", limit=10)] == [
         3607, 3606, 3605, 3604, 3603]
+
+
+def slow_on(channel_id: int, poster: Poster, released: asyncio.Event) -> Poster:
+    """A poster whose posts to `channel_id` sleep until `released` (Discord's 429 on that channel: discord.py
+    sleeps inside the post); every other channel's go out at once."""
+
+    async def post(channel: int, text: str) -> None:
+        if channel == channel_id:
+            await released.wait()
+        await Poster.__call__(poster, channel, text)
+
+    return post  # type: ignore[return-value]
+
+
+async def settle(until: Callable[[], bool]) -> None:
+    """Let the shares the chores left running go on until `until()` holds (fails after about 5 s)."""
+    for _ in range(500):
+        if until():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("never settled")
+
+
+async def test_a_slow_channel_holds_up_neither_other_servers_next_rounds_nor_the_other_chores(
+    parts: Parts, simulator: VideoServiceSimulator
+) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    await rules.change(11, 900, {"log_channel_id": 501, "budget_alert_yen": 5_000})
+    released = asyncio.Event()
+    chores._post = slow_on(LOG, poster, released)
+    simulator.spend = 6_000  # below server 11's threshold: its alert is due in this tick
+
+    await asyncio.wait_for(chores.tick(), 1)  # the tick does not wait for server 10's share asleep on its channel
+    assert len(await rules.store.recent_events(11, "budget_low")) == 1, "the tick's later chores ran"
+    await settle(lambda: len(poster.lines) == 2)  # server 11's two settings lines (log channel, alert)
+    await chores.tick()  # a later round: server 11's alert goes out; server 10's share is still asleep
+    await settle(lambda: len(poster.lines) == 3)
+    await rules.store.add_event(11, "refused", user_id=3, details={"code": "blocklist"})
+    await chores.tick()
+    await settle(lambda: len(poster.lines) == 4)
+    assert {channel for channel, _ in poster.lines} == {501}
+
+    released.set()
+    await chores.tick()  # server 10's share is still in flight or just done: its line goes out once
+    await settle(lambda: any(channel == LOG for channel, _ in poster.lines))
+    await chores.tick()
+    await asyncio.sleep(0.05)
+    assert [channel for channel, _ in poster.lines].count(LOG) == 1
+    await chores.stop()
+
+
+async def test_one_servers_fault_neither_stops_nor_repeats_another_servers_lines(
+    parts: Parts, caplog: pytest.LogCaptureFixture
+) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    await rules.change(11, 900, {"log_channel_id": 501})
+    released = asyncio.Event()
+    slow = slow_on(LOG, poster, released)
+    faults = 0
+
+    async def post(channel_id: int, text: str) -> None:
+        nonlocal faults
+        if channel_id == 501 and faults < 2:
+            faults += 1
+            raise StoreUnavailable("database is locked")  # any fault escaping one server's share
+        await slow(channel_id, text)
+
+    chores._post = post
+    with caplog.at_level(logging.ERROR, logger="bot.jobs.chores"):
+        await chores.tick()  # two ticks while server 10's share sleeps on its channel
+        await settle(lambda: faults == 1)
+        await chores.tick()
+        await settle(lambda: faults == 2)
+
+    released.set()
+    await settle(lambda: any(channel == LOG for channel, _ in poster.lines))
+    await chores.tick()  # server 11's line, once its fault has passed
+    await settle(lambda: any(channel == 501 for channel, _ in poster.lines))
+    await chores.tick()
+    await asyncio.sleep(0.05)
+    assert sorted(channel for channel, _ in poster.lines) == [LOG, 501], "each server's line once"
+    # Each fault is logged with its traceback, as its own server's.
+    failures = [record for record in caplog.records if record.exc_info]
+    assert len(failures) == 2 and all("server 11" in record.getMessage() for record in failures)
+    assert all(isinstance(record.exc_info[1], StoreUnavailable) for record in failures)  # type: ignore[index]
+
+
+async def test_stopping_ends_every_share_still_in_flight(parts: Parts) -> None:
+    _store, rules, chores, poster, _clock = parts
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    await rules.change(11, 900, {"log_channel_id": 501})
+    released = asyncio.Event()
+    slow = slow_on(LOG, poster, released)
+
+    async def post(channel_id: int, text: str) -> None:
+        if channel_id == 501:
+            raise StoreUnavailable("database is locked")
+        await slow(channel_id, text)
+
+    chores._post = post
+    before = asyncio.all_tasks()
+    chores.start()
+    await asyncio.sleep(0.1)  # the first round: server 11's share failed, server 10's sleeps on its channel
+    await chores.stop()
+    assert asyncio.all_tasks() - before == set(), "no share is left running"
+    assert poster.lines == []
+
+
+async def test_the_shares_in_flight_count_against_the_servers_posted_to_at_once(parts: Parts) -> None:
+    _store, rules, chores, poster, _clock = parts
+    chores._chores = Chores(servers_per_round=1)
+    await rules.change(GUILD, 900, {"log_channel_id": LOG})
+    await rules.change(11, 900, {"log_channel_id": 501})
+    released = asyncio.Event()
+    chores._post = slow_on(LOG, poster, released)
+    await asyncio.wait_for(chores.tick(), 1)
+    await asyncio.wait_for(chores.tick(), 1)  # server 10's share, asleep, takes the round's one place: 11 waits
+    await asyncio.sleep(0.05)
+    assert poster.lines == []
+    released.set()
+    await settle(lambda: len(poster.lines) == 1)
+    await chores.tick()
+    await settle(lambda: len(poster.lines) == 2)
+    assert [channel for channel, _ in poster.lines] == [LOG, 501]

@@ -647,6 +647,8 @@ async def test_events_are_read_a_share_per_server_passed_over_and_pruned_on_both
 
     assert await servers.pass_over_events(10, written_until=clock.now) == 6
     assert list(await servers.unposted_by_server(per_server=2, servers=5)) == [11, 12]
+    # A server whose share is still being posted is left out, and its place goes to the next server.
+    assert list(await servers.unposted_by_server(per_server=2, servers=1, excluding={11})) == [12]
     await servers.mark_posted([event.id for share in shares.values() for event in share if event.guild_id == 11])
     clock.now += 100
     # Posted before 1,050: server 10's six lines; server 11's one settings change is its history, kept.
