@@ -25,11 +25,11 @@ from bot.config.shards import ShardPlan
 from bot.frontend.buttons import DYNAMIC_ITEMS
 from bot.frontend.i18n import CatalogueTranslator
 from bot.frontend.permissions import SpendingAccess
+from bot.frontend.port_errors import discord_unavailable
 from bot.frontend.tree import VideoCommandTree
 from bot.jobs.chores import Housekeeping
 from bot.jobs.intake import VideoRequests
 from bot.jobs.offers import Offers
-from bot.jobs.port import ChannelRefused, DiscordUnavailable
 from bot.jobs.worker import JobWorker
 from bot.ops.health import write_heartbeat
 from bot.ops.heap import FullCollections
@@ -226,14 +226,10 @@ class VideoBot(commands.AutoShardedBot):
         """One line in a server's log channel, pinging nobody (the text holds mentions only to name people).
 
         The chores' port (bot/jobs/port.py): a channel gone or closed to the bot raises ChannelRefused, another
-        error of Discord's API DiscordUnavailable.
+        error of Discord's API or of the connection to it DiscordUnavailable.
         """
-        try:
+        with discord_unavailable(channel_refusals=True):
             await self.get_partial_messageable(channel_id).send(text, allowed_mentions=discord.AllowedMentions.none())
-        except (discord.Forbidden, discord.NotFound) as exc:
-            raise ChannelRefused(str(exc)) from exc
-        except discord.HTTPException as exc:
-            raise DiscordUnavailable(str(exc) or type(exc).__name__) from exc
 
     def guild_locale(self, guild_id: int) -> str | None:
         guild = self.get_guild(guild_id)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import aiohttp
 import discord
 from discord.abc import Messageable
 from discord.http import handle_message_parameters
@@ -19,7 +17,8 @@ from bot.core.log_context import job_fields
 from bot.core.notices import Notice
 from bot.frontend import embeds, transcode
 from bot.frontend.buttons import video_buttons
-from bot.jobs.port import Delivery, DiscordUnavailable, Undeliverable
+from bot.frontend.port_errors import REFUSED, discord_unavailable
+from bot.jobs.port import Delivery, Undeliverable
 from bot.service.catalogue import Catalogue
 from bot.store.jobs import Job
 
@@ -29,7 +28,6 @@ _T = TypeVar("_T")
 
 #: What Discord allows on most servers when an interaction did not tell us better.
 DEFAULT_UPLOAD_LIMIT = discord.utils.DEFAULT_FILE_SIZE_LIMIT_BYTES
-_REFUSED = (discord.Forbidden, discord.NotFound)
 
 
 def nonce_for(job: Job) -> str:
@@ -42,7 +40,7 @@ def _final_refusal(exc: discord.HTTPException) -> bool:
     large is handled apart (a smaller copy may pass)."""
     if _too_large(exc):
         return False
-    return isinstance(exc, _REFUSED) or (400 <= exc.status < 500 and exc.status != 429)
+    return isinstance(exc, REFUSED) or (400 <= exc.status < 500 and exc.status != 429)
 
 
 def _refused_for_good(exc: Exception) -> bool:
@@ -60,16 +58,6 @@ class _BothRefused(Exception):
     def __init__(self, dm: discord.HTTPException) -> None:
         super().__init__(dm.text)
         self.dm = dm
-
-
-@contextmanager
-def discord_unavailable() -> Iterator[None]:
-    """The job code's port (bot/jobs/port.py) knows no discord.py: an error of Discord's HTTP API, or of the
-    connection to it (discord.py's HTTP layer raises aiohttp's), leaves here as DiscordUnavailable."""
-    try:
-        yield
-    except (discord.HTTPException, aiohttp.ClientError) as exc:
-        raise DiscordUnavailable(str(exc) or type(exc).__name__) from exc
 
 
 class DiscordDelivery:

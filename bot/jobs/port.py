@@ -1,8 +1,9 @@
 """The job code's port to Discord: what the worker and the chores ask of it, and the failures they act on.
 
 The front end implements it (`DiscordDelivery` in bot/frontend/delivery.py, `VideoBot.post_line`) and turns
-discord.py's exceptions into the ones here, so nothing in bot/jobs imports discord: the benchmark's sink and the
-tests' recording deliverer stand in for it with no Discord at all.
+discord.py's exceptions into the ones here (bot/frontend/port_errors.py, one translation for both), so nothing
+in bot/jobs imports discord: the benchmark's sink and the tests' recording deliverer stand in for it with no
+Discord at all.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from unittest.mock import AsyncMock, create_autospec
 
+import aiohttp
 import discord
 import pytest
 
@@ -110,6 +111,23 @@ async def test_a_log_line_discord_refuses_reaches_the_chores_as_the_ports_error(
     with pytest.raises(port_error) as raised:
         await bot.post_line(500, "a line")
     assert isinstance(raised.value.__cause__, discord.HTTPException) and raised.value.__cause__.status == status
+
+
+@pytest.mark.parametrize("error", [
+    aiohttp.ClientConnectionError("connection reset"), aiohttp.ServerDisconnectedError(),
+    aiohttp.ServerTimeoutError("read timeout"),
+])
+async def test_a_lost_connection_to_discord_reaches_the_chores_as_discord_unavailable(
+    error: Exception, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bot = bot_of(read_settings(ENV))
+    channel = create_autospec(discord.PartialMessageable, instance=True)
+    channel.send = AsyncMock(side_effect=error)
+    monkeypatch.setattr(bot, "get_partial_messageable", lambda channel_id: channel)
+
+    with pytest.raises(DiscordUnavailable) as raised:
+        await bot.post_line(500, "a line")
+    assert raised.value.__cause__ is error and str(raised.value) == (str(error) or type(error).__name__)
 
 
 async def test_a_log_line_pings_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
