@@ -142,8 +142,9 @@ class VideoRequests:
         # The learned durations of each model (bot/jobs/durations.py, shared with the poll schedule).
         self._estimate_ready = estimate_ready
         self._background = BackgroundTasks(log)
-        # Accepted and charged, their record still being retried (by id): close() tries each once more.
-        self._unrecorded: dict[int, tuple[Job, str, float]] = {}
+        # Accepted and charged, their record still being retried (by id): what it is, for the log, and the write
+        # that records it. close() tries each once more.
+        self._unrecorded: dict[int, tuple[Job, str, Callable[[], Awaitable[Job]]]] = {}
         self.key_budget = key_budget or KeyBudget(client)
         self._recording = asyncio.Semaphore(RECORDING_AT_ONCE)
         # Shutdown (`stop_sending`): the tasks that called `send` (until they end), those of them before their
@@ -441,16 +442,23 @@ class VideoRequests:
             # Accepted and charged, but the id is not safe to use: never polled, the requester gets it for support.
             log.error("request %s accepted with an unusable job id %s (%d yen)", job.reference, exc.shown, price,
                       extra=job_fields(job))
-            failed = await self._record_outcome(job, self._store.mark_charged_unusable(job.id, price, exc.shown))
-            reason = failed.last_error if failed is not None and failed.last_error else exc.shown
-            raise self._failed(job, "charged_unusable", reason, service_job_id=exc.shown) from exc
+            shown, at = exc.shown, self._clock()
+            failed = await self._record_charge(
+                job, f"its charge ({price} yen, unusable job id {shown})",
+                lambda: self._store.mark_charged_unusable(job.id, price, shown, at=at),
+            )
+            reason = failed.last_error if failed is not None and failed.last_error else shown
+            raise self._failed(job, "charged_unusable", reason, service_job_id=shown) from exc
         except AcceptedUnreadable as exc:
             # A 202 is a charge (spec §7): recorded at the price, so the ledger grows as the key's spend does. There
             # is no job id to poll; the requester gets the reference and the time, which support can trace.
             log.error("request %s accepted and charged %d yen, but the answer could not be read: %s", job.reference,
                       price, exc.__cause__ or exc, extra=job_fields(job))
-            failed = await self._record_outcome(job, self._store.mark_charged_unreadable(job.id, price))
-            at = failed.accepted_at if failed is not None and failed.accepted_at is not None else self._clock()
+            at = self._clock()  # the time the requester gives support, and the one recorded, however late
+            await self._record_charge(
+                job, f"its charge ({price} yen, answer unreadable)",
+                lambda: self._store.mark_charged_unreadable(job.id, price, at=at),
+            )
             raise self._failed(job, "charged_unreadable", str(exc), at=at) from exc
         except OutcomeUnknown as exc:
             await self._record_outcome(job, self._store.transition(job.id, JobState.UNKNOWN, last_error=str(exc)))
@@ -471,8 +479,11 @@ class VideoRequests:
         except StoreUnavailable as exc:
             log.error("request %s: job %s was accepted and charged %d yen but could not be recorded (%s); "
                       "retrying the write", job.reference, remote.id, price, exc, extra=job_fields(job))
-            self._unrecorded[job.id] = (job, remote.id, next_poll_at)
-            self._background.spawn(self._record_later(job, remote.id, next_poll_at), f"record-{job.id}")
+            self._record_later(
+                job, f"job {remote.id} ({price} yen)",
+                lambda: self._store.mark_accepted(job.id, remote.id, price, next_poll_at, lease=self._lease),
+                lambda recorded: self._accepted_recorded(job, remote.id, recorded),
+            )
             raise self._failed(job, "charged_unrecorded", remote.id, service_job_id=remote.id) from exc
         if accepted.state == JobState.FAILED:
             log.error("request %s: the service returned job id %s again (%s); charged %d yen, not polled",
@@ -508,37 +519,58 @@ class VideoRequests:
         return SubmissionFailed(job.id, kind, reason, price_yen=self.catalogue.price_of(job.model),
                                 service_job_id=service_job_id, at=at)
 
-    async def _record_later(self, job: Job, service_job_id: str, next_poll_at: float) -> None:
-        """Keep trying to record an accepted job; the requester was already told its id and the charge."""
-        price = self.catalogue.price_of(job.model)
+    async def _record_charge(self, job: Job, what: str, write: Callable[[], Awaitable[Job]]) -> Job | None:
+        """Record a 202 that ended the request at once, charged; the requester is told that charge whatever the
+        database does. If it fails, the write is tried again as an accepted job's is (`_record_later`), so the
+        ledger ends as they read it (left `submitting`, a restart would end it `unknown` at ¥0, the member's
+        slot held meanwhile)."""
         try:
-            accepted = await retrying(
-                self._record_retry,
-                lambda: self._store.mark_accepted(job.id, service_job_id, price, next_poll_at, lease=self._lease),
-                retry_on=(StoreUnavailable,),
-                what=f"recording job {service_job_id} of request {job.reference}",
+            return await write()
+        except StoreUnavailable as exc:
+            log.error("request %s: %s could not be recorded (%s); retrying the write", job.reference, what, exc,
+                      extra=job_fields(job))
+            self._record_later(job, what, write, lambda recorded: None)
+            return None
+
+    def _record_later(self, job: Job, what: str, write: Callable[[], Awaitable[Job]],
+                      then: Callable[[Job | None], None]) -> None:
+        """Keep trying to record a charge the requester was already told of, for RECORD_RETRY; `then` gets the
+        recorded job (None: it could not be). A stop tries the write once more (`close`)."""
+        self._unrecorded[job.id] = (job, what, write)
+        self._background.spawn(self._retry_record(job, what, write, then), f"record-{job.id}")
+
+    async def _retry_record(self, job: Job, what: str, write: Callable[[], Awaitable[Job]],
+                            then: Callable[[Job | None], None]) -> None:
+        try:
+            recorded: Job | None = await retrying(
+                self._record_retry, write, retry_on=(StoreUnavailable,),
+                what=f"recording {what} of request {job.reference}",
             )
-            self._unrecorded.pop(job.id, None)
         except StoreUnavailable:
-            self._unrecorded.pop(job.id, None)  # the requester is told to go to support: not recorded later
-            log.error("request %s: job %s (charged %d yen) could not be recorded within %.0f s; the requester is "
-                      "told to give support the job id", job.reference, service_job_id, price,
+            recorded = None
+            log.error("request %s: %s could not be recorded within %.0f s", job.reference, what,
                       self._record_retry.deadline, extra=job_fields(job))
+        else:
+            log.info("request %s: %s recorded after all", job.reference, what, extra=job_fields(job))
+        self._unrecorded.pop(job.id, None)  # not on a cancel: close() tries the write once more
+        then(recorded)
+
+    def _accepted_recorded(self, job: Job, service_job_id: str, accepted: Job | None) -> None:
+        """An accepted job's record landed (to the worker), or never did: its requester, told the video was
+        coming, is told to give support the job id."""
+        if accepted is None:
             self._tell(replace(job, service_job_id=service_job_id), "unrecorded")
-            return
-        log.info("request %s: job %s recorded after all", job.reference, service_job_id, extra=job_fields(job))
-        if accepted.state == JobState.PENDING:
+        elif accepted.state == JobState.PENDING:
             self._accepted(accepted)
 
     async def close(self) -> None:
         await self._background.cancel_all()
-        # A charged job whose record was still being retried: one last try before the database closes, or
-        # start-up would find it `submitting` and report a paid video as possibly charged, never polled. All
+        # A charge whose record was still being retried: one last try before the database closes, or start-up
+        # would find it `submitting` and report it as possibly charged, at ¥0 (a paid video never polled). All
         # of them together within LAST_WRITE_SECONDS: a database that hangs must not hold the stop.
         unrecorded, self._unrecorded = list(self._unrecorded.values()), {}
         writes = {
-            asyncio.ensure_future(self._record_at_close(job, service_job_id, next_poll_at))
-            for job, service_job_id, next_poll_at in unrecorded
+            asyncio.ensure_future(self._record_at_close(job, what, write)) for job, what, write in unrecorded
         }
         if not writes:
             return
@@ -549,15 +581,14 @@ class VideoRequests:
             log.error("%d charged jobs were still not recorded %.0f s into the stop; start-up reports them as "
                       "possibly charged", len(late), LAST_WRITE_SECONDS)
 
-    async def _record_at_close(self, job: Job, service_job_id: str, next_poll_at: float) -> None:
-        price = self.catalogue.price_of(job.model)
+    async def _record_at_close(self, job: Job, what: str, write: Callable[[], Awaitable[Job]]) -> None:
         try:
-            await self._store.mark_accepted(job.id, service_job_id, price, next_poll_at, lease=self._lease)
+            await write()
         except StoreUnavailable as exc:
-            log.error("request %s: job %s (charged %d yen) is still not recorded at shutdown (%s)",
-                      job.reference, service_job_id, price, exc, extra=job_fields(job))
+            log.error("request %s: %s is still not recorded at shutdown (%s)", job.reference, what, exc,
+                      extra=job_fields(job))
         else:
-            log.info("request %s: job %s recorded at shutdown", job.reference, service_job_id, extra=job_fields(job))
+            log.info("request %s: %s recorded at shutdown", job.reference, what, extra=job_fields(job))
 
     async def told(self, job_id: int) -> None:
         """The requester got this request's final answer through the interaction."""

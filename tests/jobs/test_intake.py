@@ -14,14 +14,14 @@ import pytest
 from bot.app import build_client, server_rules
 from bot.core.errors import SubmissionFailed
 from bot.core.notices import Notice
-from bot.core.retry import CREATE_RETRY, READ_RETRY
+from bot.core.retry import CREATE_RETRY, READ_RETRY, RECORD_RETRY, RetryPolicy
 from bot.core.tasks import finish_despite_cancels
 from bot.jobs.intake import RECORDING_AT_ONCE, RequestCancelled, VideoRequests
 from bot.service.catalogue import BUILT_IN, DEFAULT_MODEL
 from bot.service.pacing import Pacer
 from bot.simulator import VideoServiceSimulator
-from bot.store.jobs import IllegalTransition, Job, JobState, JobStore, NewJob
-from tests.conftest import SIM_KEY
+from bot.store.jobs import IllegalTransition, Job, JobState, JobStore, NewJob, StoreUnavailable
+from tests.conftest import SIM_KEY, fail_once
 from tests.frontend.cogs.helpers import bot_settings
 
 
@@ -76,14 +76,14 @@ async def open_requests(
     stores: list[JobStore] = []
 
     async def open_one(*, pacer: Pacer | None = None, tell: Callable[[Job, Notice], None] | None = None,
-                       **env: str) -> tuple[JobStore, VideoRequests]:
+                       record_retry: RetryPolicy = RECORD_RETRY, **env: str) -> tuple[JobStore, VideoRequests]:
         settings = bot_settings(simulator.base_url, SIM_KEY, tmp_path / "bot.sqlite3", VIDEO_COOLDOWN_SECONDS="0",
                                 **env)
         store = await JobStore.open(settings.database_path)
         stores.append(store)
         client = build_client(settings, http_session, pacer=pacer, create_retry=CREATE_RETRY, read_retry=READ_RETRY)
         return store, VideoRequests(store, client, settings, server_rules(store, settings), catalogue=BUILT_IN,
-                                    tell=tell or (lambda job, notice: None))
+                                    tell=tell or (lambda job, notice: None), record_retry=record_retry)
 
     yield open_one
     for store in stores:
@@ -428,3 +428,60 @@ async def test_a_late_202_on_a_request_given_up_as_unknown_tells_its_requester_t
     assert (late.state, late.charged_yen) == (JobState.PENDING, 250)
     assert told == [(job.id, "accepted_late")]
     assert await store.ledger() == (2, 500) == (2, simulator.spend)
+
+
+#: The two 202s that end the request at once, charged: the simulator's fault, and the store's write that records it.
+CHARGED_FAILURES: dict[str, tuple[Callable[[VideoServiceSimulator], None], str]] = {
+    "charged_unusable": (lambda simulator: simulator.force_next_job_ids(".."), "mark_charged_unusable"),
+    "charged_unreadable": (lambda simulator: simulator.reconfigure(create_raw_body="{broken"),
+                           "mark_charged_unreadable"),
+}
+QUICK_RECORD_RETRY = RetryPolicy(attempts=5, deadline=5.0, base_delay=0.01, max_delay=0.05, jitter=0.0)
+
+
+async def wait_for_state(store: JobStore, job_id: int, state: JobState) -> Job:
+    async with asyncio.timeout(5.0):
+        while (job := await store.get(job_id)).state != state:
+            await asyncio.sleep(0.01)
+    return job
+
+
+@pytest.mark.parametrize("kind", CHARGED_FAILURES)
+async def test_a_charged_202_whose_record_fails_is_recorded_later_as_the_requester_was_told(
+    open_requests: RequestsOpener, simulator: VideoServiceSimulator, kind: str
+) -> None:
+    store, requests = await open_requests(record_retry=QUICK_RECORD_RETRY)
+    fault, write = CHARGED_FAILURES[kind]
+    fault(simulator)
+    fail_once(store, write, StoreUnavailable("database is locked"))
+    with pytest.raises(SubmissionFailed) as failed:
+        await requests.submit(request("a lighthouse"))
+    assert failed.value.kind == kind and failed.value.price_yen == 250  # told: charged ¥250
+
+    [waiting] = await store.jobs_in_states(JobState)
+    job = await wait_for_state(store, waiting.id, JobState.FAILED)
+    assert job.charged_yen == 250 and await store.ledger() == (1, 250) == (1, simulator.spend)
+    if kind == "charged_unreadable":
+        assert job.accepted_at == failed.value.at, "the time the requester gave support is the one recorded"
+    await requests.close()
+
+
+@pytest.mark.parametrize("kind", CHARGED_FAILURES)
+async def test_a_stop_records_a_charged_202_whose_record_was_still_being_retried(
+    open_requests: RequestsOpener, simulator: VideoServiceSimulator, kind: str
+) -> None:
+    store, requests = await open_requests()  # the bot's own retry: its next try is a second away
+    fault, write = CHARGED_FAILURES[kind]
+    fault(simulator)
+    fail_once(store, write, StoreUnavailable("database is locked"))
+    with pytest.raises(SubmissionFailed) as failed:
+        await requests.submit(request("a lighthouse"))
+    [job] = await store.jobs_in_states(JobState)
+    assert job.state == JobState.SUBMITTING
+
+    await requests.close()  # a stop before the retry's next try: one last write
+    job = await store.get(job.id)
+    assert (job.state, job.charged_yen) == (JobState.FAILED, 250), "a restart would make it unknown at ¥0"
+    assert await store.ledger() == (1, 250) == (1, simulator.spend)
+    if kind == "charged_unreadable":
+        assert job.accepted_at == failed.value.at

@@ -631,6 +631,21 @@ async def test_a_repeated_202_on_the_one_trip_path_changes_nothing(store: JobSto
     assert [row[0] for row in events] == ["accepted"], "one charge, one event"
 
 
+async def test_a_charged_failure_recorded_again_changes_nothing_and_keeps_the_time_given(store: JobStore) -> None:
+    unreadable, unusable = await put_in_state(store, S.SUBMITTING), await put_in_state(store, S.SUBMITTING)
+    first = await store.mark_charged_unreadable(unreadable, 250, at=1_700_000_000.0)
+    assert first.accepted_at == 1_700_000_000.0 and "2023-11-14 22:13:20 UTC" in (first.last_error or "")
+    # A retry after a commit whose answer was lost: the same row, one charge, one event.
+    assert await store.mark_charged_unreadable(first.id, 250, at=1_700_000_009.0) == first
+    again = await store.mark_charged_unusable(unusable, 250, "..")
+    assert await store.mark_charged_unusable(unusable, 250, "..") == again
+    assert await store.ledger() == (2, 500)
+    events = await store.fetch_all("SELECT job_id FROM events WHERE kind = 'failed'")
+    assert sorted(row[0] for row in events) == [unreadable, unusable]
+    with pytest.raises(IllegalTransition):  # a request refused (nothing charged) is not recorded as charged
+        await store.mark_charged_unusable(await put_in_state(store, S.REJECTED), 250, "..")
+
+
 async def test_events_are_read_a_share_per_server_passed_over_and_pruned_on_both_backends(
     open_store: StoreOpener,
 ) -> None:

@@ -201,24 +201,37 @@ class Moves(StoreBase):
                 }, owner=owner)
         return moved  # the row as moved (RETURNING): the event written after it does not change it
 
-    async def mark_charged_unusable(self, job_id: int, charged_yen: int, shown_id: str) -> Job:
-        """A 202 whose job id cannot be used safely: charged, never polled, failed at once."""
-        now = self._clock()
-        return await self.transition(
-            job_id, S.FAILED, charged_yen=charged_yen, accepted_at=now, finished_at=now,
+    async def mark_charged_unusable(self, job_id: int, charged_yen: int, shown_id: str, *, at: float | None = None
+                                    ) -> Job:
+        """A 202 whose job id cannot be used safely: charged, never polled, failed at once. `at`: when the 202
+        came (now by default; a record retried later keeps the time its requester was told)."""
+        now = self._clock() if at is None else at
+        return await self._charged_failure(
+            job_id, charged_yen=charged_yen, accepted_at=now, finished_at=now,
             last_error=f"the service gave an unusable job id {shown_id}",
         )
 
-    async def mark_charged_unreadable(self, job_id: int, charged_yen: int) -> Job:
+    async def mark_charged_unreadable(self, job_id: int, charged_yen: int, *, at: float | None = None) -> Job:
         """A 202 whose answer could not be read: charged (the ledger follows the key's spend), no job id to poll,
-        failed at once. Its `accepted_at` is the time support needs to find the charge."""
-        now = self._clock()
+        failed at once. Its `accepted_at` (`at`, now by default) is the time support needs to find the charge."""
+        now = self._clock() if at is None else at
         # The time in the reason too: /status and the final message of the sweep show it, for support.
-        at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
-        return await self.transition(
-            job_id, S.FAILED, charged_yen=charged_yen, accepted_at=now, finished_at=now,
-            last_error=f"{UNREADABLE_202} ({at})",
+        shown = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
+        return await self._charged_failure(
+            job_id, charged_yen=charged_yen, accepted_at=now, finished_at=now,
+            last_error=f"{UNREADABLE_202} ({shown})",
         )
+
+    async def _charged_failure(self, job_id: int, **changes: Any) -> Job:
+        """The move of a charged 202 to `failed`; recording it again (a retry after a commit whose answer was
+        lost) changes nothing."""
+        try:
+            return await self.transition(job_id, S.FAILED, **changes)
+        except IllegalTransition:
+            current = await self.get(job_id)
+            if current.state == S.FAILED and current.charged_yen == changes["charged_yen"]:
+                return current
+            raise
 
     async def mark_told(self, job_id: int, *, owner: str | None = None) -> None:
         """The requester got the final message (or one could never be delivered, after the retries)."""
