@@ -47,6 +47,14 @@ def status_next_key(state: JobState) -> str:
     return f"status.next.{state.value}"
 
 
+def _status_next_key(job: Job) -> str:
+    """A charged 202 the bot could not follow (no usable job id) has no job id to give support: the reference and
+    the time of the charge instead."""
+    if job.state == JobState.FAILED and not job.service_job_id:
+        return "status.next.failed_unfollowed"
+    return status_next_key(job.state)
+
+
 def notice_key(notice: Notice) -> str:
     return f"deliver.{notice}"
 
@@ -188,12 +196,14 @@ def status_embed(job: Job, *, catalogue: Catalogue, locale: str | None = None) -
                     inline=False)
     embed.description = t(
         loc,
-        status_next_key(job.state),
+        _status_next_key(job),
         channel=job.delivered_channel_id or job.channel_id,
         job_id=job_id_param(job),
         price=_job_price(job, catalogue, loc),
         hours=STALLED_AFTER_HOURS,
         reason=plain(job.last_error or "—", REASON_CHARS),
+        ref=job.reference,
+        at=_support_time(job.accepted_at),
     )
     return fit_embed(embed)
 

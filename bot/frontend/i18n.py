@@ -258,6 +258,9 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "status.next.delivered": "It was posted in <#{channel}>.",
         "status.next.failed": "The job failed. It was charged {price} at acceptance; support remedies failed jobs "
         "with service credit. Give them the job id `{job_id}`.",
+        "status.next.failed_unfollowed": "The video service accepted it and charged {price} at {at}, but the bot "
+        "could not follow it: {reason}. It will not be resent. For a credit, give support the reference {ref} and "
+        "that time.",
         "status.next.stalled": "The job did not finish within {hours} hours, so the bot stopped checking it. Give "
         "support the job id `{job_id}`.",
         "status.next.rejected": "The video service did not accept it: {reason}. Nothing was charged.",
@@ -626,6 +629,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "status.next.delivered": "<#{channel}>に投稿しました。",
         "status.next.failed": "ジョブが失敗しました。受付時に{price}が課金済みです。サポートがサービスクレジットで"
         "補填します。ジョブID `{job_id}` を伝えてください。",
+        "status.next.failed_unfollowed": "{at}に動画サービスが受け付け{price}が課金されましたが、ボットは追跡できません："
+        "{reason}。再送はしません。クレジットを受けるには、参照 {ref} とこの時刻をサポートに伝えてください。",
         "status.next.stalled": "{hours}時間以内に完成しなかったため、確認を止めました。サポートにジョブID `{job_id}`"
         " を伝えてください。",
         "status.next.rejected": "動画サービスが受け付けませんでした: {reason}。課金はありません。",

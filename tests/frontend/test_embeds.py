@@ -15,7 +15,7 @@ from bot.core.notices import Notice
 from bot.frontend import embeds
 from bot.service.answers import KeyInfo
 from bot.service.catalogue import BUILT_IN, DEFAULT_MODEL, Catalogue, VideoModel
-from bot.store.jobs import AdmissionRefused, Job, JobState
+from bot.store.jobs import UNREADABLE_202, AdmissionRefused, Job, JobState
 from tests.frontend.test_discord_text import (
     HOSTILE,
     active,
@@ -113,6 +113,21 @@ def test_a_long_prompt_fits_the_status_embed_field() -> None:
     embed = embeds.status_embed(job(prompt="*_" * 1000), catalogue=BUILT_IN)
 
     assert len(fields(embed)["Prompt"]) <= 1024
+
+
+@pytest.mark.parametrize("locale", ["en-US", "ja"])
+def test_status_of_a_charged_202_the_bot_cannot_follow_gives_support_the_reference_and_the_time(locale: str) -> None:
+    at = 1_700_000_000.0
+    unreadable = job(state=S.FAILED, service_job_id=None, accepted_at=at, finished_at=at,
+                     last_error=f"{UNREADABLE_202} (2023-11-14 22:13:20 UTC)")
+    text = embeds.status_embed(unreadable, catalogue=BUILT_IN, locale=locale).description or ""
+    assert "`—`" not in text, text  # no job id to give: the reference and the time instead
+    assert "#42" in text and "`2023-11-14 22:13:20 UTC`" in text and f"<t:{int(at)}:f>" in text, text
+    assert "250" in text, text
+
+    unusable = dataclasses.replace(unreadable, last_error="the service gave an unusable job id ..")
+    text = embeds.status_embed(unusable, catalogue=BUILT_IN, locale=locale).description or ""
+    assert "#42" in text and "unusable job id .." in text and "`—`" not in text, text
 
 
 # -- the receipt -----------------------------------------------------------------------------------
