@@ -1,10 +1,13 @@
 import logging
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.config.settings import Settings, SettingsError, load_settings, read_settings
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 REQUIRED = {
     "DISCORD_TOKEN": "discord-token-value",
     "VIDEO_API_BASE_URL": "https://video.example/",
@@ -86,7 +89,8 @@ def test_dotenv_is_loaded_and_real_environment_wins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     for name in (*REQUIRED, "POLL_INTERVAL_SECONDS"):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")  # recorded, so that what .env sets below is undone after the test
+        monkeypatch.delenv(name)
     env_file = tmp_path / ".env"
     env_file.write_text(
         "DISCORD_TOKEN=from-file\nVIDEO_API_BASE_URL=http://127.0.0.1:9\nVIDEO_API_KEY=file-key-123456\n"
@@ -244,3 +248,38 @@ def test_load_settings_names_the_env_file_read_or_where_none_was_found(
     (tmp_path / ".env").write_text("".join(f"{name}={value}\n" for name, value in REQUIRED.items()))
     settings = load_settings()
     assert settings.env_file is not None and settings.env_file.describe() == str(tmp_path / ".env")
+
+
+class ReadNames(dict[str, str]):
+    """An environment that notes every name the settings ask it for."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        super().__init__(values)
+        self.asked: set[str] = set()
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self.asked.add(name)
+        return super().get(name, default)
+
+
+def documented_settings() -> set[str]:
+    """The names in the first column of the settings table of docs/configuration.md."""
+    text = (REPO_ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    table = text.split("## Settings", 1)[1].split("\n\n", 2)[1]
+    return set(re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \|", table, flags=re.MULTILINE))
+
+
+def test_every_setting_the_bot_reads_is_in_the_documented_table_and_in_env_example() -> None:
+    env = ReadNames({"DISCORD_TOKEN": "t", "VIDEO_API_BASE_URL": "https://api.example.com", "VIDEO_API_KEY": "k",
+                     "SHARD_COUNT": "2"})
+    read_settings(env)
+    read = env.asked
+    # Every name settings.py reads is one the reader was asked for (none hides behind a branch not taken here).
+    in_source = set(re.findall(r'(?:raw|required|parsed|_secret\(r,)\(?\s*"([A-Z][A-Z0-9_]*)"',
+                               (REPO_ROOT / "bot" / "config" / "settings.py").read_text(encoding="utf-8")))
+    assert in_source <= read and len(read) > 30
+    assert read - documented_settings() == set(), "missing from the table in docs/configuration.md"
+    example = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]*)=", (REPO_ROOT / ".env.example").read_text(encoding="utf-8"),
+                             flags=re.MULTILINE))
+    assert read - example == set(), "missing from .env.example"
+    assert documented_settings() - read == set(), "documented, but the bot reads no such setting"
