@@ -64,7 +64,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "a folder (an existing one, or one ending in /, created if missing) that gets a time-stamped "
                "file. An existing file is never replaced without --force. For PostgreSQL use pg_dump.",
                "the copy failed"),
-    "pause": ("stop spending (/video, Re-roll, Generate) in every server until `resume`",
+    "pause": ("stop spending (/video, Re-roll, Confirm, Generate) in every server until `resume`",
               "Stop all spending in every server (/video, Re-roll, Confirm, Generate) until `resume`, kept in the "
               "database: a running bot obeys at once, and the pause outlives restarts. Requests already accepted "
               "go on; reading, settings, Delete and Cancel stay open.",
