@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -62,6 +64,33 @@ class SettingsError(Exception):
         if env_file is not None:
             text += "\n" + env_file.explain()
         super().__init__(text)
+
+
+class EnvFileUnreadable(SettingsError):
+    """`.env` is there but cannot be read: one line naming the file and the fix, instead of a traceback."""
+
+    def __init__(self, env_file: EnvFile, problem: str, fix: str) -> None:
+        super().__init__([problem], env_file)
+        self.args = (f"cannot read {env_file.path}{problem}; {fix}",)
+
+
+def _unreadable(env_file: EnvFile, error: OSError | UnicodeDecodeError, data: bytes = b"") -> EnvFileUnreadable:
+    path = env_file.path
+    if isinstance(error, UnicodeDecodeError):
+        line = data[: error.start].count(b"\n") + 1
+        return EnvFileUnreadable(env_file, f": line {line} is not UTF-8 text", "save the file as UTF-8")
+    if error.errno in (errno.EACCES, errno.EPERM):
+        uid = os.getuid() if hasattr(os, "getuid") else None
+        if uid is None or uid == 0:
+            return EnvFileUnreadable(
+                env_file, f" (permission denied{', even for root' if uid == 0 else ''})",
+                "give the bot's user read access to it, or start the bot from a folder whose .env it can read")
+        # It holds the token and the key: readable by the bot's user alone.
+        return EnvFileUnreadable(env_file, f" (permission denied for user {uid})",
+                                 f"give user {uid} read access to it, keeping it private (sudo chown {uid} {path} "
+                                 f"&& sudo chmod 600 {path})")
+    return EnvFileUnreadable(env_file, f" ({error.strerror or type(error).__name__})",
+                             "replace it with a readable copy, or start the bot from another folder")
 
 
 @dataclass(frozen=True)
@@ -379,9 +408,14 @@ def load_settings(dotenv_path: Path | None = None) -> Settings:
     The settings (and any SettingsError) name the `.env` looked for, and whether it was there.
     """
     path = (dotenv_path or Path.cwd() / ".env").absolute()
-    env_file = EnvFile(path, path.is_file())
-    if env_file.found:
-        load_dotenv(path, override=False)
+    data = b""
+    try:
+        env_file = EnvFile(path, path.is_file())
+        if env_file.found:
+            data = path.read_bytes()
+            load_dotenv(stream=io.StringIO(data.decode("utf-8")), override=False)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _unreadable(EnvFile(path, True), exc, data) from None
     try:
         settings = read_settings(os.environ)
     except SettingsError as exc:

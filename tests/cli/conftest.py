@@ -2,6 +2,7 @@
 server."""
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -9,6 +10,7 @@ import discord.http
 import pytest
 from aiohttp import web
 
+from tests.cli.helpers import Barred, can_be_barred_as_root
 from tests.discord_double import DiscordDouble
 
 
@@ -61,3 +63,13 @@ async def silent_server() -> AsyncIterator[str]:
         writer.close()
     server.close()
     await server.wait_closed()
+
+
+@pytest.fixture
+def barred() -> Iterator[Barred]:
+    """Make paths the bot's user cannot open, and run `python -m bot` as that user."""
+    if os.geteuid() == 0 and not can_be_barred_as_root():
+        pytest.skip("root, and no user namespace (unshare -r): root opens every file, so none can be barred")
+    made = Barred()
+    yield made
+    made.release()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -74,3 +76,55 @@ def settings_for(tmp_path: Path, **env: str) -> Settings:
         "DATABASE_PATH": str(tmp_path / "bot.sqlite3"), "VIDEO_STORAGE_DIR": str(tmp_path / "videos"),
         "HTTP_TIMEOUT_SECONDS": "5", **env,
     })
+
+
+#: The user that owns what `bar` hides from root (nobody): a user root's own namespace has no map for.
+_OTHER_UID = 65534
+
+
+def can_be_barred_as_root() -> bool:
+    """In a user namespace of its own (`unshare -r`), root is refused files of a user the namespace cannot map."""
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-r", "true"], capture_output=True, timeout=10)
+    return probe.returncode == 0
+
+
+class Barred:
+    """Paths the bot's user may not open, and `python -m bot` run as that user.
+
+    A non-root user is barred by the mode alone (0). Root reads through permission bits, so as root a path is
+    handed to another user with a private mode, and the bot runs as root of a user namespace of its own
+    (`unshare -r`), whose root has no power over files of users it cannot map: as a host's bot user meets a
+    folder or file of another user's.
+    """
+
+    def __init__(self) -> None:
+        self.as_root = os.geteuid() == 0
+        self.barred: list[Path] = []
+
+    def bar(self, path: Path) -> Path:
+        if self.as_root:
+            os.chown(path, _OTHER_UID, _OTHER_UID)
+            path.chmod(0o700 if path.is_dir() else 0o600)
+        else:
+            path.chmod(0)
+        self.barred.append(path)
+        return path
+
+    def denied(self) -> str:
+        """How the bot names the refusal: its user is root inside the namespace."""
+        return "permission denied, even for root" if self.as_root else f"permission denied for user {os.getuid()}"
+
+    async def run(self, args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+        prefix = ["unshare", "-r"] if self.as_root else []
+        process = await asyncio.create_subprocess_exec(
+            *prefix, sys.executable, "-m", "bot", *args, cwd=cwd, env={**base_env(), **env},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        return await finished(process)
+
+    def release(self) -> None:
+        for path in self.barred:
+            if not self.as_root:
+                path.chmod(0o700)  # so that pytest can remove it

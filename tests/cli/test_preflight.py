@@ -22,7 +22,7 @@ import pytest
 from bot.cli.common import version
 from bot.cli.preflight import database_problem, folder_problem, port_problem
 from bot.store.jobs import JobStore
-from tests.cli.helpers import TOKEN, base_env, closed_port, finished, run_bot, settings_for
+from tests.cli.helpers import TOKEN, Barred, base_env, closed_port, finished, run_bot, settings_for
 from tests.conftest import SIM_KEY
 
 
@@ -148,6 +148,33 @@ async def test_a_metrics_port_in_use_is_one_line_and_check_finds_it_first(port_i
     assert err.splitlines()[1:] == [f"python -m bot: {line}"]
     code, out, err = await run_bot(["check"], env, tmp_path)
     assert code == 2 and f"metrics: FAILED: {line}" in out.splitlines() and "Traceback" not in out + err
+
+
+async def test_a_dotenv_the_bot_cannot_read_is_one_line_and_exit_2(barred: Barred, tmp_path: Path) -> None:
+    # Written by another user with a private mode (an editor run with sudo, a copy from another account).
+    env_file = tmp_path / ".env"
+    env_file.write_text("DISCORD_TOKEN=x\n")
+    barred.bar(env_file)
+    if barred.as_root:
+        fix = "give the bot's user read access to it, or start the bot from a folder whose .env it can read"
+    else:
+        uid = os.getuid()
+        fix = f"give user {uid} read access to it, keeping it private (sudo chown {uid} {env_file} && sudo chmod " \
+              f"600 {env_file})"
+    for command in ("run", "check"):
+        code, out, err = await barred.run([command], {}, tmp_path)
+        assert (code, out) == (2, ""), err
+        assert err == f"python -m bot: cannot read {env_file} ({barred.denied()}); {fix}\n"
+
+
+async def test_a_dotenv_not_in_utf8_names_the_line_and_the_fix(tmp_path: Path) -> None:
+    # Saved by an editor in the system's Japanese encoding, with a comment in Japanese on its second line.
+    (tmp_path / ".env").write_bytes("DISCORD_TOKEN=x\n# 動画ボットの設定\nVIDEO_API_KEY=k\n".encode("shift_jis"))
+    for command in ("check", "sync"):
+        code, out, err = await run_bot([command], {}, tmp_path)
+        assert (code, out) == (2, ""), err
+        assert err == f"python -m bot: cannot read {tmp_path / '.env'}: line 2 is not UTF-8 text; save the file as " \
+                      "UTF-8\n"
 
 
 # -- the checks themselves -------------------------------------------------------------------------------
