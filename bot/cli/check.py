@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import shutil
 import sqlite3
 import sys
@@ -32,6 +33,8 @@ from bot.frontend.i18n import EN, yen
 from bot.service.catalogue import Catalogue, CatalogueError
 from bot.service.transport import mask_key
 from bot.store.jobs import SCHEMA_VERSION, DatabaseTooNew, StoreUnavailable
+
+log = logging.getLogger("bot")
 
 #: Below this, `check` fails the video directory: a video is a few MB, the database grows too.
 MIN_FREE_BYTES = 200 * 1024 * 1024
@@ -258,22 +261,42 @@ async def check(settings: Settings) -> int:
         print(result.line(), flush=True)
         results.append(result)
 
-    report(check_settings(settings))
-    models, catalogue = check_models(settings)
-    report(models)
+    async def step(name: str, work: Callable[[], Awaitable[CheckResult]]) -> None:
+        try:
+            result = await work()
+        except SetupError as exc:
+            result = CheckResult.setup(name, exc)
+        except Exception as exc:  # one check's surprise must not hide the checks after it
+            log.debug("check %s failed unexpectedly", name, exc_info=True)
+            result = CheckResult(name, False, f"unexpected {type(exc).__name__}: {exc}")
+        report(result)
+
+    catalogue: Catalogue | None = None  # the video service's line counts videos at the default model's price
+
+    async def settings_step() -> CheckResult:
+        return check_settings(settings)
+
+    async def models_step() -> CheckResult:
+        nonlocal catalogue
+        result, catalogue = check_models(settings)
+        return result
+
     url = settings.database_url
-    steps: list[Callable[[], Awaitable[CheckResult]]] = [
-        (lambda: check_postgres(url, settings.database_shown)) if url is not None
-        else (lambda: asyncio.to_thread(check_database, settings)),
-        lambda: asyncio.to_thread(check_videos, settings.video_storage_dir),
+    steps: list[tuple[str, Callable[[], Awaitable[CheckResult]]]] = [
+        ("settings", settings_step),
+        ("models", models_step),
+        ("database", (lambda: check_postgres(url, settings.database_shown)) if url is not None
+         else (lambda: asyncio.to_thread(check_database, settings))),
+        ("videos", lambda: asyncio.to_thread(check_videos, settings.video_storage_dir)),
     ]
     if settings.heartbeat_path is not None:
-        steps.append(lambda: asyncio.to_thread(check_heartbeat, settings))
+        steps.append(("heartbeat", lambda: asyncio.to_thread(check_heartbeat, settings)))
     if settings.metrics_port is not None:
-        steps.append(lambda: check_metrics(settings))
-    steps += [lambda: check_video_service(settings, catalogue), lambda: check_discord(settings)]
-    for step in steps:
-        report(await step())
+        steps.append(("metrics", lambda: check_metrics(settings)))
+    steps += [("video service", lambda: check_video_service(settings, catalogue)),
+              ("discord", lambda: check_discord(settings))]
+    for name, work in steps:
+        await step(name, work)
     failures = [result for result in results if not result.ok]
     if failures:
         print(f"check failed: {', '.join(f.name for f in failures)}", file=sys.stderr)

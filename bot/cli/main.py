@@ -150,10 +150,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "demo":
-        return demo(args.out or default_out_dir())
-    if args.command == "migrate-db":
-        return migrate_db(args.to, args.source)
+    if args.command in ("demo", "migrate-db"):  # neither reads the bot's settings: the demo has its own
+        try:
+            if args.command == "demo":
+                return demo(args.out or default_out_dir())
+            return migrate_db(args.to, args.source)
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            # A file or folder the command's own checks did not foresee: still one line, naming it.
+            print(f"{PROG} {args.command}: {_cannot_use(exc)}; give this user access to it, or choose another path",
+                  file=sys.stderr)
+            return 2
     # Until the settings name the log's level and format, records are held, then written in that format.
     held = hold_logs(logging.INFO)
     try:
@@ -180,6 +188,9 @@ def _main(argv: list[str] | None) -> int:
         if exc.filename is None:
             raise
         # A file or folder of the host's that no check above foresaw: still one line, naming it.
-        print(f"{PROG}: cannot use {exc.filename} ({exc.strerror or type(exc).__name__}); `{PROG} check` "
-              "tells what else is wrong", file=sys.stderr)
+        print(f"{PROG}: {_cannot_use(exc)}; `{PROG} check` tells what else is wrong", file=sys.stderr)
         return 2
+
+
+def _cannot_use(error: OSError) -> str:
+    return f"cannot use {error.filename} ({error.strerror or type(error).__name__})"

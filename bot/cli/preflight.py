@@ -12,20 +12,53 @@ import tempfile
 from pathlib import Path
 
 from bot.config.settings import Settings
-from bot.core.host import SetupError, cannot_listen, cannot_write
+from bot.core.host import SetupError, cannot_listen, cannot_look_into, cannot_write
 from bot.store.instance_lock import lock_path
 
 
+class Unreachable(Exception):
+    """A folder on the way to a path cannot be looked into: the path's own state cannot even be known."""
+
+    def __init__(self, folder: Path, error: OSError) -> None:
+        super().__init__(f"cannot look into {folder}: {error}")
+        self.folder = folder
+        self.error = error
+
+
 def nearest_existing(path: Path) -> Path:
-    """`path`, or its closest ancestor that exists: where a missing folder would be created."""
-    while not path.exists() and path.parent != path:
+    """`path`, or its closest ancestor that exists: where a missing folder would be created.
+
+    Raises Unreachable naming the folder that cannot be looked into when `stat` fails on the way up for another
+    reason than absence (Python 3.11 raises PermissionError where a parent of mode 0700 belongs to another user).
+    """
+    error: OSError | None = None
+    while path.parent != path:
+        try:
+            if path.exists():
+                break
+        except OSError as exc:
+            error = exc  # the folder that refuses it is further up: the first one whose own stat works
         path = path.parent
+    if error is not None:
+        raise Unreachable(path, error)
     return path
+
+
+def reach_problem(setting: str, path: Path) -> SetupError | None:
+    """A folder on the way to `path` that this user may not look into, or None."""
+    try:
+        nearest_existing(path)
+    except Unreachable as exc:
+        return cannot_look_into(setting, exc.folder, exc.error)
+    return None
 
 
 def folder_problem(setting: str, folder: Path) -> SetupError | None:
     """Why the bot could not create files in `folder` (made if missing), or None."""
-    existing = nearest_existing(folder)
+    try:
+        existing = nearest_existing(folder)
+    except Unreachable as exc:
+        return cannot_look_into(setting, exc.folder, exc.error)
     if not existing.is_dir():
         return cannot_write(setting, existing, NotADirectoryError(20, "Not a directory"))
     try:
@@ -41,11 +74,11 @@ def file_problem(setting: str, path: Path) -> SetupError | None:
 
     Opened for writing and closed, nothing written: harmless beside a running bot.
     """
-    if not path.exists():
-        return None
-    if path.is_dir():
-        return cannot_write(setting, path, IsADirectoryError(21, "Is a directory"), folder=False)
     try:
+        if not path.exists():
+            return None
+        if path.is_dir():
+            return cannot_write(setting, path, IsADirectoryError(21, "Is a directory"), folder=False)
         with path.open("r+b"):
             pass
     except OSError as exc:

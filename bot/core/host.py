@@ -63,6 +63,21 @@ def cannot_write(setting: str, path: Path, error: OSError, *, folder: bool = Tru
                       f"set {setting} to a place the bot can write")
 
 
+def cannot_look_into(setting: str, folder: Path, error: OSError) -> SetupError:
+    """A folder on the way to the path that this user may not open (another user's home, mode 0700): nothing in
+    it can be reached. Only its search (x) permission is wanted: the fix never hands the folder itself over."""
+    if error.errno not in (errno.EACCES, errno.EPERM):
+        return cannot_write(setting, folder, error)
+    folder = folder.absolute()
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    if uid == 0:
+        return SetupError(setting, f"cannot look into the folder {folder} (permission denied, even for root)",
+                          f"set {setting} to another place")
+    return SetupError(setting, f"cannot look into the folder {folder} (permission denied for {_user()})",
+                      f"let that user open it (its x permission; what is inside can stay private), or set {setting} "
+                      "to another place")
+
+
 def cannot_listen(setting: str, host_setting: str, host: str, port: int, error: OSError) -> SetupError:
     """The bot cannot serve on `host`:`port`, which the settings `setting` and `host_setting` name."""
     where = f"{host}:{port}"

@@ -116,10 +116,21 @@ class Barred:
         """How the bot names the refusal: its user is root inside the namespace."""
         return "permission denied, even for root" if self.as_root else f"permission denied for user {os.getuid()}"
 
-    async def run(self, args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+    def cannot_look_into(self, setting: str, folder: Path) -> str:
+        """The line naming a folder on the way that the bot's user may not open."""
+        if self.as_root:
+            return f"{setting}: cannot look into the folder {folder} (permission denied, even for root); set " \
+                   f"{setting} to another place"
+        return (f"{setting}: cannot look into the folder {folder} (permission denied for user {os.getuid()}); let "
+                f"that user open it (its x permission; what is inside can stay private), or set {setting} to "
+                "another place")
+
+    async def run(
+        self, args: list[str], env: dict[str, str], cwd: Path, *, discord: Any = None
+    ) -> tuple[int, str, str]:
         prefix = ["unshare", "-r"] if self.as_root else []
         process = await asyncio.create_subprocess_exec(
-            *prefix, sys.executable, "-m", "bot", *args, cwd=cwd, env={**base_env(), **env},
+            *prefix, sys.executable, "-m", "bot", *args, cwd=cwd, env={**base_env(discord), **env},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
         return await finished(process)

@@ -239,3 +239,20 @@ async def test_an_older_database_is_reported_as_upgradeable(tmp_path: Path) -> N
     assert result.ok and result.detail == f"schema 0; the next start upgrades it to {SCHEMA_VERSION}"
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == 0  # a check never migrates
+
+
+async def test_a_check_that_fails_unexpectedly_is_its_own_failed_line_and_the_rest_still_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route_base: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(directory: Path) -> check_module.CheckResult:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(check_module, "check_videos", broken)
+    route_base(f"http://127.0.0.1:{closed_port()}/api/v10")
+    code = await check_module.check(settings_for(tmp_path, VIDEO_API_BASE_URL=f"http://127.0.0.1:{closed_port()}"))
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert [line.split(": ")[0] for line in out.splitlines()] == ["settings", "models", "database", "videos",
+                                                                  "video service", "discord"]
+    assert "videos: FAILED: unexpected OSError: [Errno 5] Input/output error" in out.splitlines()
+    assert err == "check failed: videos, video service, discord\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.cli import main as cli_main
 from bot.cli.main import main
 from bot.store.instance_lock import single_process
 from bot.store.jobs import SCHEMA_VERSION, JobStore
@@ -187,3 +188,16 @@ async def test_a_second_bot_on_the_same_database_is_refused_in_one_line(command:
         code, _out, err = await run_bot([command], env, tmp_path)
     assert code == 2
     assert "another bot process" in err and "SQLite serves one process" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["demo"], ["migrate-db", "--to", "postgresql://bot:pw@127.0.0.1:1/bot"]])
+def test_a_file_the_demo_or_migrate_db_cannot_use_is_one_line_and_exit_2(
+    command: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def refused(*args: object) -> int:
+        raise PermissionError(13, "Permission denied", "/srv/bot/somewhere")
+
+    monkeypatch.setattr(cli_main, "demo" if command[0] == "demo" else "migrate_db", refused)
+    assert main(command) == 2
+    assert capsys.readouterr().err == (f"python -m bot {command[0]}: cannot use /srv/bot/somewhere (Permission "
+                                       "denied); give this user access to it, or choose another path\n")

@@ -22,7 +22,16 @@ import pytest
 from bot.cli.common import version
 from bot.cli.preflight import database_problem, folder_problem, port_problem
 from bot.store.jobs import JobStore
-from tests.cli.helpers import TOKEN, Barred, base_env, closed_port, finished, run_bot, settings_for
+from tests.cli.helpers import (
+    TOKEN,
+    Barred,
+    base_env,
+    closed_port,
+    discord_at,
+    finished,
+    run_bot,
+    settings_for,
+)
 from tests.conftest import SIM_KEY
 
 
@@ -175,6 +184,52 @@ async def test_a_dotenv_not_in_utf8_names_the_line_and_the_fix(tmp_path: Path) -
         assert (code, out) == (2, ""), err
         assert err == f"python -m bot: cannot read {tmp_path / '.env'}: line 2 is not UTF-8 text; save the file as " \
                       "UTF-8\n"
+
+
+@pytest.fixture
+def locked(barred: Barred, tmp_path: Path) -> Path:
+    """A folder of another user's, mode 0700 (a home folder): the bot's user may not look into it."""
+    folder = tmp_path / "locked"
+    (folder / "data").mkdir(parents=True)
+    barred.bar(folder)
+    return folder
+
+
+async def test_a_folder_the_bot_cannot_look_into_is_named_by_check_which_goes_on(
+    barred: Barred, locked: Path, tmp_path: Path
+) -> None:
+    env = settings_env(tmp_path, DATABASE_PATH=str(locked / "data" / "bot.sqlite3"),
+                       VIDEO_STORAGE_DIR=str(locked / "videos"))
+    code, out, err = await barred.run(["check"], env, tmp_path, discord=discord_at(
+        f"http://127.0.0.1:{closed_port()}/api/v10"))
+    assert code == 2 and "Traceback" not in out + err
+    lines = out.splitlines()
+    assert lines[2:4] == [f"database: FAILED: {barred.cannot_look_into('DATABASE_PATH', locked)}",
+                          f"videos: FAILED: {barred.cannot_look_into('VIDEO_STORAGE_DIR', locked)}"]
+    # The other checks still ran, and the summary came.
+    assert [line.split(":")[0] for line in lines] == ["settings", "models", "database", "videos", "video service",
+                                                      "discord"]
+    assert err == "check failed: database, videos, video service, discord\n"
+
+
+@pytest.mark.parametrize("command", ["run", "demo", "migrate-db"])
+async def test_a_path_in_a_folder_the_bot_cannot_look_into_is_one_line_and_exit_2(
+    command: str, barred: Barred, locked: Path, tmp_path: Path
+) -> None:
+    database = locked / "data" / "bot.sqlite3"
+    args, setting, env = {
+        "run": (["run"], "DATABASE_PATH", settings_env(tmp_path, DATABASE_PATH=str(database))),
+        "demo": (["demo", "--out", str(locked / "demo-output")], "--out", {}),
+        "migrate-db": (["migrate-db", "--from", str(database), "--to", "postgresql://bot:pw@127.0.0.1:1/bot"],
+                       "--from", {}),
+    }[command]
+    code, out, err = await barred.run(args, env, tmp_path)
+    assert (code, out) == (2, ""), err
+    lines = err.splitlines()
+    if command == "run":
+        assert startup(database) in lines.pop(0)
+    prog = "python -m bot" if command == "run" else f"python -m bot {command}"
+    assert lines == [f"{prog}: {barred.cannot_look_into(setting, locked)}"]
 
 
 # -- the checks themselves -------------------------------------------------------------------------------
