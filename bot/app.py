@@ -22,6 +22,7 @@ import aiohttp
 from bot.community import trust
 from bot.community.server_rules import ServerRules, defaults_from
 from bot.config.settings import Settings
+from bot.core.host import SetupError, not_a_database
 from bot.frontend.bot import VideoBot
 from bot.frontend.delivery import DiscordDelivery
 from bot.frontend.settings_embeds import event_line
@@ -38,7 +39,7 @@ from bot.service.client import VideoServiceClient
 from bot.service.key_budget import KeyBudget
 from bot.service.pacing import Pacer, service_pacer
 from bot.service.transport import ClientObserver
-from bot.store.jobs import Job, JobStore
+from bot.store.jobs import Job, JobStore, NotADatabase
 from bot.store.leases import Lease, take_shards
 from bot.store.servers import ServerStore
 
@@ -84,7 +85,15 @@ async def open_store(settings: Settings, *, clock: Callable[[], float] = time.ti
     """The job store of these settings, migrated: PostgreSQL at DATABASE_URL, else SQLite at DATABASE_PATH."""
     if settings.database_url is not None:
         return await JobStore.open_url(settings.database_url, clock=clock, follow_database_clock=True)
-    return await JobStore.open(settings.database_path, clock=clock)
+    try:
+        return await JobStore.open(settings.database_path, clock=clock)
+    except NotADatabase as exc:  # another file named by mistake, or a damaged one: the host's to fix, in one line
+        raise unreadable_database(settings, exc) from None
+
+
+def unreadable_database(settings: Settings, error: NotADatabase) -> SetupError:
+    """The line for a file at the database's path that SQLite cannot read, naming the setting it came from."""
+    return not_a_database(settings.database_setting, error.path, damaged=error.damaged, reason=error.reason)
 
 
 def server_rules(store: JobStore, settings: Settings) -> ServerRules:

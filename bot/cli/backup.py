@@ -11,7 +11,9 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.app import unreadable_database
 from bot.config.settings import Settings
+from bot.store.jobs import NotADatabase
 
 
 class BackupError(Exception):
@@ -105,7 +107,13 @@ async def backup(settings: Settings, destination: Path | str, *, force: bool = F
     except BackupExists as exc:
         print(f"backup: {exc}", file=sys.stderr)
         return 2
-    except (BackupError, sqlite3.Error, OSError) as exc:
+    except sqlite3.Error as exc:
+        unreadable = NotADatabase.of(settings.database_path, exc)
+        if unreadable is not None:
+            raise unreadable_database(settings, unreadable) from None  # one line, exit status 2
+        print(f"backup failed: {exc}", file=sys.stderr)
+        return 1
+    except (BackupError, OSError) as exc:
         print(f"backup failed: {exc}", file=sys.stderr)
         return 1
     print(f"backup: {path} (schema {schema})")

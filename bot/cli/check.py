@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 import discord
 
-from bot.app import build_client, catalogue_of
+from bot.app import build_client, catalogue_of, unreadable_database
 from bot.cli.common import NETWORK_ERRORS, TOKEN_REFUSED, describe_connection_error, discord_login
 from bot.cli.preflight import (
     database_problem,
@@ -32,7 +32,7 @@ from bot.core.retry import NO_RETRY
 from bot.frontend.i18n import EN, yen
 from bot.service.catalogue import Catalogue, CatalogueError
 from bot.service.transport import mask_key
-from bot.store.jobs import SCHEMA_VERSION, DatabaseTooNew, StoreUnavailable
+from bot.store.jobs import SCHEMA_VERSION, DatabaseTooNew, NotADatabase, StoreUnavailable
 
 log = logging.getLogger("bot")
 
@@ -87,6 +87,9 @@ def check_database(settings: Settings) -> CheckResult:
             found = int(db.execute("PRAGMA user_version").fetchone()[0])
             db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
+        unreadable = NotADatabase.of(path, exc)
+        if unreadable is not None:
+            return CheckResult.setup(name, unreadable_database(settings, unreadable))
         return CheckResult(name, False, f"cannot open {path}: {exc}")
     if found > SCHEMA_VERSION:
         return CheckResult(name, False, str(DatabaseTooNew(found, SCHEMA_VERSION)), failure_code=2)

@@ -78,6 +78,16 @@ def cannot_look_into(setting: str, folder: Path, error: OSError) -> SetupError:
                       "to another place")
 
 
+def not_a_database(setting: str, path: Path, *, damaged: bool, reason: str) -> SetupError:
+    """The file at the database's path is not a SQLite database (a file named by mistake), or a damaged one."""
+    path = path.absolute()
+    if damaged:
+        return SetupError(setting, f"{path} is damaged ({reason})",
+                          f"restore a backup, or point {setting} at the bot's database")
+    return SetupError(setting, f"{path} is not a SQLite database",
+                      f"point {setting} at the bot's database, or restore a backup")
+
+
 def cannot_listen(setting: str, host_setting: str, host: str, port: int, error: OSError) -> SetupError:
     """The bot cannot serve on `host`:`port`, which the settings `setting` and `host_setting` name."""
     where = f"{host}:{port}"

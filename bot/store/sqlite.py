@@ -36,6 +36,25 @@ class StoreUnavailable(BotError):
     """The database could not be written or read (full, locked, I/O error): nothing was recorded."""
 
 
+class NotADatabase(BotError):
+    """The file is not a SQLite database (another file, named by mistake), or a damaged one: SQLite cannot read
+    it at all, and no retry will change that."""
+
+    def __init__(self, path: Path, reason: str, *, damaged: bool) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+        self.damaged = damaged
+
+    @classmethod
+    def of(cls, path: Path, error: sqlite3.Error) -> NotADatabase | None:
+        """What `error` says of the file, if it says that SQLite cannot read it; else None (locked, full, I/O)."""
+        code = getattr(error, "sqlite_errorcode", None)
+        if code not in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+            return None
+        return cls(path, str(error), damaged=code == sqlite3.SQLITE_CORRUPT)
+
+
 class DatabaseTooNew(BotError):
     """The database was written by a newer version of the bot: this one must not touch it."""
 

@@ -227,7 +227,9 @@ def test_a_file_that_is_not_a_database_fails_the_check(tmp_path: Path) -> None:
     path = tmp_path / "bot.sqlite3"
     path.write_bytes(b"this is not SQLite" * 100)
     result = check_database(settings_for(tmp_path))
-    assert not result.ok and "cannot open" in result.detail and "not a database" in result.detail
+    assert not result.ok and result.failure_code == 2  # the bot would not start on it: the host's to fix
+    assert result.detail == f"DATABASE_PATH: {path} is not a SQLite database; point DATABASE_PATH at the bot's " \
+                            "database, or restore a backup"
 
 
 async def test_an_older_database_is_reported_as_upgradeable(tmp_path: Path) -> None:

@@ -232,6 +232,48 @@ async def test_a_path_in_a_folder_the_bot_cannot_look_into_is_one_line_and_exit_
     assert lines == [f"{prog}: {barred.cannot_look_into(setting, locked)}"]
 
 
+@pytest.mark.parametrize("command", ["run", "sync", "pause", "backup", "check"])
+async def test_a_database_path_naming_a_file_that_is_not_sqlite_is_one_line_and_exit_2(
+    command: str, tmp_path: Path
+) -> None:
+    # A typo that names the models file, a notes file, an encrypted copy: no traceback, the file and the fix.
+    wrong = tmp_path / "notes.txt"
+    wrong.write_text("the bot's database lives in data/\n" * 20)
+    env = settings_env(tmp_path, DATABASE_PATH=str(wrong))
+    args = ["backup", str(tmp_path / "backups") + "/"] if command == "backup" else [command]
+    code, out, err = await run_bot(args, env, tmp_path, discord=discord_at(f"http://127.0.0.1:{closed_port()}/api/v10"))
+    line = f"DATABASE_PATH: {wrong} is not a SQLite database; point DATABASE_PATH at the bot's database, or " \
+           "restore a backup"
+    assert code == 2 and "Traceback" not in out + err
+    if command == "check":
+        assert f"database: FAILED: {line}" in out.splitlines()
+        return
+    lines = err.splitlines()
+    if command == "run":
+        assert startup(wrong) in lines.pop(0)
+    assert (out, lines) == ("", [f"python -m bot: {line}"])
+    assert wrong.read_text() == "the bot's database lives in data/\n" * 20  # nothing written to it
+
+
+@pytest.mark.parametrize("command", ["pause", "check"])
+async def test_a_damaged_database_is_one_line_and_exit_2(command: str, tmp_path: Path) -> None:
+    database = tmp_path / "data" / "bot.sqlite3"
+    database.parent.mkdir()
+    await (await JobStore.open(database)).close()
+    with database.open("r+b") as file:  # the first page's b-tree, past the 100-byte header: a torn write
+        file.seek(100)
+        file.write(b"\xff" * 10)
+    env = settings_env(tmp_path)
+    code, out, err = await run_bot([command], env, tmp_path, discord=discord_at(f"http://127.0.0.1:{closed_port()}/api/v10"))
+    line = f"DATABASE_PATH: {database} is damaged (database disk image is malformed); restore a backup, or point " \
+           "DATABASE_PATH at the bot's database"
+    assert code == 2 and "Traceback" not in out + err
+    if command == "check":
+        assert f"database: FAILED: {line}" in out.splitlines()
+    else:
+        assert (out, err) == ("", f"python -m bot: {line}\n")
+
+
 # -- the checks themselves -------------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ offers.py, ledger.py and meta.py, on base.py's database and helpers; records.py 
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -40,7 +41,16 @@ from bot.store.jobs.records import (
     Renewal,
     SpendCap,
 )
-from bot.store.sqlite import Database, DatabaseTooNew, Migration, Row, SqliteDatabase, StoreUnavailable, load_migrations
+from bot.store.sqlite import (
+    Database,
+    DatabaseTooNew,
+    Migration,
+    NotADatabase,
+    Row,
+    SqliteDatabase,
+    StoreUnavailable,
+    load_migrations,
+)
 
 __all__ = [
     "ACCEPTED_LATE",
@@ -62,6 +72,7 @@ __all__ = [
     "Migration",
     "NewJob",
     "NewOffer",
+    "NotADatabase",
     "Offer",
     "OfferKind",
     "OfferOutcome",
@@ -88,8 +99,17 @@ class JobStore(Moves, Reads, Leasing, Offers, Ledger, MetaRows):
 
     @classmethod
     async def open(cls, path: Path | str, *, clock: Callable[[], float] = time.time) -> JobStore:
-        """The SQLite database in the file at `path` (made, and migrated, if needed)."""
-        return await cls.on(await SqliteDatabase.open(path), clock=clock)
+        """The SQLite database in the file at `path` (made, and migrated, if needed).
+
+        Raises NotADatabase for a file SQLite cannot read as a database (another file, or a damaged one).
+        """
+        try:
+            return await cls.on(await SqliteDatabase.open(path), clock=clock)
+        except sqlite3.DatabaseError as exc:
+            unreadable = NotADatabase.of(Path(path), exc)
+            if unreadable is None:
+                raise
+            raise unreadable from None
 
     @classmethod
     async def open_url(
