@@ -20,7 +20,7 @@ from bot.cli.common import (
     until_stopped,
     version,
 )
-from bot.cli.preflight import require, run_problems
+from bot.cli.preflight import database_problem, require, run_problems
 from bot.config.settings import Settings
 from bot.core.host import CHECK_HINT
 from bot.core.retry import RetryPolicy
@@ -44,8 +44,11 @@ def startup_line(settings: Settings) -> str:
 
 
 async def run(settings: Settings) -> int:
-    require(*run_problems(settings))  # a folder, file or port of the host's: one line, before anything opens
+    # A folder, file or port of the host's: one line, before anything opens. The database's first, then its
+    # lock: a second bot beside a running one is told of that bot, not of the /metrics port that bot listens on.
+    require(database_problem(settings))
     with one_process(settings):
+        require(*run_problems(settings))
         return await _run(settings)
 
 

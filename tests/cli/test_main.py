@@ -1,7 +1,9 @@
 """`python -m bot` as an operator meets it: settings errors, `--version`, and what every command refuses alike."""
 
 import asyncio
+import os
 import signal
+import socket
 import sqlite3
 import sys
 from importlib import metadata
@@ -201,3 +203,19 @@ def test_a_file_the_demo_or_migrate_db_cannot_use_is_one_line_and_exit_2(
     assert main(command) == 2
     assert capsys.readouterr().err == (f"python -m bot {command[0]}: cannot use /srv/bot/somewhere (Permission "
                                        "denied); give this user access to it, or choose another path\n")
+
+
+async def test_a_second_bot_with_metrics_is_told_of_the_running_bot_not_of_its_port(tmp_path: Path) -> None:
+    database = tmp_path / "bot.sqlite3"
+    env = {"DISCORD_TOKEN": TOKEN, "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": SIM_KEY,
+           "DATABASE_PATH": str(database), "VIDEO_STORAGE_DIR": str(tmp_path / "videos")}
+    with socket.socket() as metrics:  # as a running bot holds both its database's lock and its /metrics port
+        metrics.bind(("127.0.0.1", 0))
+        metrics.listen()
+        env["METRICS_PORT"] = str(metrics.getsockname()[1])
+        with single_process(database):
+            code, out, err = await run_bot(["run"], env, tmp_path)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[1:] == [f"python -m bot: another bot process (process {os.getpid()}) is using {database}: "
+                                    "SQLite serves one process. Stop it first; `pause`, `resume`, `backup` and "
+                                    "`check` work beside a running bot"]
