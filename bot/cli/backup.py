@@ -35,14 +35,22 @@ def names_a_folder(destination: Path | str) -> bool:
     return text.endswith(("/", os.sep)) or Path(text).is_dir()
 
 
+#: Backups of one second after the first: `_02` to `_99`. Two digits and `_` (after `.` in every byte order) keep
+#: the names' order the order they were made in, so `ls | tail -n 1` is the newest.
+_MAX_IN_ONE_SECOND = 99
+
+
 def stamped(folder: Path, source: Path, now: datetime) -> Path:
-    """A time-stamped name in `folder` that no file has yet (two backups in one second get two files)."""
-    stamp = now.strftime("%Y%m%d-%H%M%S")
+    """A name in `folder` stamped with `now` (UTC) that no file has yet: `bot-20260502-090000.sqlite3`, then
+    `bot-20260502-090000_02.sqlite3` for a second backup in the same second."""
+    stamp = now.astimezone(UTC).strftime("%Y%m%d-%H%M%S")
     candidate = folder / f"{source.stem}-{stamp}{source.suffix}"
     number = 1
     while candidate.exists():
         number += 1
-        candidate = folder / f"{source.stem}-{stamp}-{number}{source.suffix}"
+        if number > _MAX_IN_ONE_SECOND:
+            raise BackupError(f"{folder} has {_MAX_IN_ONE_SECOND} backups of this second already; try again")
+        candidate = folder / f"{source.stem}-{stamp}_{number:02d}{source.suffix}"
     return candidate
 
 

@@ -61,8 +61,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "a check failed"),
     "backup": ("copy the SQLite database to a file or folder, also while the bot runs",
                "Copy the SQLite database with SQLite's online backup, safe while the bot runs. PATH is a file, or "
-               "a folder (an existing one, or one ending in /, created if missing) that gets a time-stamped "
-               "file. An existing file is never replaced without --force. For PostgreSQL use pg_dump.",
+               "a folder (an existing one, or one ending in /, created if missing) that gets a file stamped with "
+               "the time in UTC, whose names sort oldest first. An existing file is never replaced without "
+               "--force. For PostgreSQL use pg_dump.",
                "the copy failed"),
     "pause": ("stop spending (/video, Re-roll, Confirm, Generate) in every server until `resume`",
               "Stop all spending in every server (/video, Re-roll, Confirm, Generate) until `resume`, kept in the "

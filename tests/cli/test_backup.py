@@ -6,11 +6,12 @@ import os
 import re
 import sqlite3
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from bot.cli.backup import BackupError, backup_database
+from bot.cli.backup import BackupError, backup_database, stamped
 from bot.store.jobs import SCHEMA_VERSION, JobState, JobStore, NewJob
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -167,3 +168,18 @@ async def test_a_path_ending_in_a_slash_is_a_folder_made_for_a_time_stamped_back
     [made] = (tmp_path / "newdir").iterdir()
     assert re.fullmatch(r"bot-\d{8}-\d{6}\.sqlite3", made.name)
     assert out.strip() == f"backup: newdir/{made.name} (schema {SCHEMA_VERSION})"
+
+
+def test_time_stamped_names_sort_in_the_order_they_were_made(tmp_path: Path) -> None:
+    # `ls`, `sort` and `tail -n 1` find the newest by name: a second backup in the same second sorts after the
+    # first, the tenth after the ninth, and the next second after them all.
+    second = datetime(2026, 5, 2, 23, 54, 18, tzinfo=UTC)
+    made: list[str] = []
+    for now in [second] * 12 + [second + timedelta(seconds=1)]:
+        path = stamped(tmp_path, Path("bot.sqlite3"), now)
+        path.touch()
+        made.append(path.name)
+    assert made[:3] == ["bot-20260502-235418.sqlite3", "bot-20260502-235418_02.sqlite3",
+                        "bot-20260502-235418_03.sqlite3"]
+    assert sorted(made) == made
+    assert len(set(made)) == len(made)
