@@ -104,3 +104,11 @@ def test_anchors_follow_githubs_rules() -> None:
 def test_the_readme_is_one_screen() -> None:
     size = len((REPO_ROOT / "README.md").read_bytes())
     assert size <= README_MAX_BYTES, f"README.md is {size} bytes: move detail into docs/"
+
+
+def test_the_check_example_shows_this_versions_schema() -> None:
+    from bot.store.jobs import SCHEMA_VERSION
+
+    shown = re.findall(r"^database: OK \(schema (\d+)\)$", (REPO_ROOT / "docs" / "operations.md").read_text(),
+                       flags=re.MULTILINE)
+    assert shown == [str(SCHEMA_VERSION)], "docs/operations.md's `check` example shows another schema"

@@ -36,11 +36,22 @@ INTERRUPTED = 130
 
 SETTINGS = (
     "Settings come from environment variables and from the file .env in the folder the command starts in "
-    "(environment variables win); .env.example lists them, docs/configuration.md explains them. Every "
-    "command that reads them names the .env it read, or where it looked."
+    "(environment variables win); .env.example lists them, docs/configuration.md explains them. "
+    "`check` and the first line of `run`'s log name the .env read, and a settings error names it, or where one "
+    "was looked for."
 )
-EXIT_CODES = "Exit status: 0 done; 1 {failure}; 2 a mistake in the settings or the set-up, named in one line; " \
-             "130 interrupted (Ctrl-C)."
+EXIT_CODES = "Exit status: 0 {done}; 1 {failure}; 2 a mistake in the settings or the set-up, named in one line{ctrl_c}."
+#: What Ctrl-C ends a command with: `run` stops cleanly on it, as on SIGTERM; the others are interrupted.
+_INTERRUPTED = "; 130 interrupted (Ctrl-C)"
+
+
+def exit_codes(command: str | None, failure: str) -> str:
+    if command == "run":
+        return EXIT_CODES.format(done="stopped by Ctrl-C or SIGTERM (a clean stop)", failure=failure, ctrl_c="")
+    if command is None:  # the top help, for every command
+        return EXIT_CODES.format(done="done", failure=failure,
+                                 ctrl_c=f"{_INTERRUPTED}, except `run`, which stops cleanly on it (0)")
+    return EXIT_CODES.format(done="done", failure=failure, ctrl_c=_INTERRUPTED)
 
 #: Each command: its one line for the top help, what its own --help says, and what exit status 1 means for it.
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -106,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The video-request bot for Discord, and the tools to look after it.\n\ncommands:\n"
                     + _command_list(),
         epilog=_wrapped(f"`{PROG} COMMAND --help` tells more of each.\n\n{SETTINGS}\n\n"
-                        + EXIT_CODES.format(failure="a failure the command names")),
+                        + exit_codes(None, "a failure the command names")),
     )
     parser.add_argument("--version", action="version", version=f"video-request-bot {version()}")
     commands = parser.add_subparsers(dest="command", metavar="command", help="one of the commands above (default: run)")
@@ -114,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (_line, description, failure) in COMMANDS.items():
         made[name] = commands.add_parser(
             name, formatter_class=_formatter, description=_wrapped(description),
-            epilog=_wrapped(("" if name == "demo" else SETTINGS + "\n\n") + EXIT_CODES.format(failure=failure)),
+            epilog=_wrapped(("" if name == "demo" else SETTINGS + "\n\n") + exit_codes(name, failure)),
         )
     # A str, not a Path: Path drops the trailing slash that says "a folder".
     made["backup"].add_argument("path", metavar="PATH",

@@ -1,4 +1,4 @@
-"""`python -m bot pause` and `resume`: the host's pause of /video in every server, without a restart."""
+"""`python -m bot pause` and `resume`: the host's pause of all spending in every server, without a restart."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from bot.store.jobs.meta import HOST_PAUSE
 
 
 async def pause(settings: Settings, *, on: bool) -> int:
-    """The host's pause of /video in every server, kept in the database: the running bot obeys it at once."""
+    """The host's pause of all spending (/video, Re-roll, Confirm, Generate) in every server, kept in the database:
+    the running bot obeys it at once."""
     require(database_problem(settings))
     store = await open_store(settings)
     try:
@@ -21,5 +22,6 @@ async def pause(settings: Settings, *, on: bool) -> int:
             await store.delete_meta(HOST_PAUSE)
     finally:
         await store.close()
-    print("/video is paused in every server" if on else "/video is open again")
+    print("spending is paused in every server: /video, Re-roll, Confirm and Generate are refused until "
+          "`python -m bot resume`" if on else "spending is open again in every server")
     return 0

@@ -99,10 +99,15 @@ def test_each_commands_help_says_what_it_does_its_exit_status_and_where_settings
     text = " ".join(help_text(capsys, command).split())  # unwrapped
     description = text.split("options:")[0].split(f"usage: python -m bot {command}")[1]
     assert len(description.split()) > 8, f"{command}: no description"
-    assert "Exit status: 0 done; 1 " in text and "2 a mistake in the settings or the set-up" in text
-    assert "130 interrupted (Ctrl-C)" in text
+    assert "2 a mistake in the settings or the set-up" in text
+    if command == "run":  # Ctrl-C stops it cleanly, as SIGTERM does
+        assert "Exit status: 0 stopped by Ctrl-C or SIGTERM (a clean stop); 1 " in text and "130" not in text
+    else:
+        assert "Exit status: 0 done; 1 " in text and "130 interrupted (Ctrl-C)" in text
     if command != "demo":  # the demo reads no settings
         assert "Settings come from environment variables and from the file .env" in text
+        # Only these name the .env they read: the others say nothing of it when they succeed.
+        assert "`check` and the first line of `run`'s log name the .env read" in text
 
 
 @pytest.mark.parametrize("command", ["check", "sync"])

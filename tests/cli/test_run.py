@@ -69,3 +69,32 @@ async def test_log_format_json_makes_every_log_line_a_json_object(token_refusing
     assert {"level": "ERROR", "logger": "bot"}.items() <= entries[-1].items()
     assert entries[-1]["message"].startswith("Discord refused DISCORD_TOKEN")
 
+
+
+async def test_ctrl_c_stops_the_bot_cleanly_with_exit_status_0(tmp_path: Path) -> None:
+    # As its --help says: Ctrl-C is a clean stop, like SIGTERM, not an interruption (130).
+    env = {
+        **base_env(discord_at(f"http://127.0.0.1:{closed_port()}/api/v10")),
+        "DISCORD_TOKEN": TOKEN, "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": SIM_KEY,
+        "DATABASE_PATH": str(tmp_path / "bot.sqlite3"), "VIDEO_STORAGE_DIR": str(tmp_path / "videos"),
+    }
+    log_path = tmp_path / "bot.log"
+    with log_path.open("wb") as log_file:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", cwd=tmp_path, env=env, stdout=log_file, stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            async with asyncio.timeout(30):
+                while "cannot reach Discord" not in log_path.read_text():
+                    assert process.returncode is None, log_path.read_text()
+                    await asyncio.sleep(0.1)
+            process.send_signal(signal.SIGINT)
+            code = await asyncio.wait_for(process.wait(), timeout=20)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    output = log_path.read_text()
+    assert code == 0, output
+    assert output.splitlines()[-1].endswith("INFO     bot: SIGINT received; shutting down")
+    assert "Traceback" not in output and "interrupted" not in output
