@@ -6,6 +6,7 @@ import signal
 import socket
 import sqlite3
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -224,3 +225,15 @@ async def test_a_second_bot_with_metrics_is_told_of_the_running_bot_not_of_its_p
     assert err.splitlines()[1:] == [f"python -m bot: another bot process (process {os.getpid()}) is using {database}: "
                                     "SQLite serves one process. Stop it first; `pause`, `resume`, `backup` and "
                                     "`check` work beside a running bot"]
+
+
+async def test_sync_gives_up_on_a_discord_that_never_answers(silent_server: str, tmp_path: Path) -> None:
+    env = {"DISCORD_TOKEN": TOKEN, "VIDEO_API_BASE_URL": "http://127.0.0.1:1", "VIDEO_API_KEY": SIM_KEY,
+           "DATABASE_PATH": str(tmp_path / "bot.sqlite3"), "VIDEO_STORAGE_DIR": str(tmp_path / "videos"),
+           "HTTP_TIMEOUT_SECONDS": "1"}
+    started = time.monotonic()
+    code, out, err = await run_bot(["sync"], env, tmp_path, discord=discord_at(f"{silent_server}/api/v10"))
+    assert time.monotonic() - started < 15
+    assert (code, out) == (1, "")
+    [line] = err.splitlines()
+    assert line.endswith("ERROR    bot: cannot reach Discord (timed out); `python -m bot check` tells what is wrong")
