@@ -26,8 +26,8 @@ COPY pyproject.toml README.md LICENSE ./
 COPY bot ./bot
 RUN pip install --no-deps .
 
-# Image-owned paths, all inside the volume. compose.yaml sets the same values in `environment:` so that a
-# line in .env cannot move them out of the volume (tests/test_docker.py checks the three agree). The demo
+# Image-owned paths, all inside the volume. compose.yaml sets the same four values in `environment:` so that a
+# line in .env cannot move them out of the volume (tests/test_docker.py checks that they agree). The demo
 # (`docker compose run --rm bot python -m bot demo`) saves its video in the volume too: /app itself is not
 # the bot user's to write.
 ENV DATABASE_PATH=/app/data/bot.sqlite3 \

@@ -22,7 +22,9 @@ from packaging.version import Version
 from bot.cli import demo as demo_command
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-IMAGE_OWNED = ("DATABASE_PATH", "VIDEO_STORAGE_DIR", "HEARTBEAT_PATH")
+IMAGE_OWNED = ("DATABASE_PATH", "VIDEO_STORAGE_DIR", "HEARTBEAT_PATH", "DEMO_OUTPUT_DIR")
+#: The image's ENV for Python, pip and the shell, not for the bot.
+TOOL_ENV = ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PIP_NO_CACHE_DIR", "PIP_DISABLE_PIP_VERSION_CHECK", "PATH")
 
 
 # --- readers ------------------------------------------------------------------------------------------------
@@ -169,6 +171,16 @@ def test_under_compose_the_image_owned_paths_are_absolute_and_inside_the_volume(
         assert path.is_absolute(), f"{key}={effective[key]!r}"
         assert any(volume in path.parents for volume in volumes), f"{key}={path} is outside the volume"
         assert effective[key] == image[key], f"{key}: compose and the image disagree"
+
+
+def test_every_setting_the_image_sets_is_set_alike_by_compose(
+    dockerfile: list[Instruction], service: dict[str, Any]
+) -> None:
+    # The Dockerfile says compose sets the same values as its ENV: a setting added to one is added to the other.
+    settings = {key: value for key, value in image_env(dockerfile).items() if key not in TOOL_ENV}
+    assert set(settings) == set(IMAGE_OWNED)
+    environment = compose_environment(service)
+    assert {key: environment.get(key) for key in settings} == settings
 
 
 def test_compose_pins_the_image_owned_paths_so_env_cannot_override_them(service: dict[str, Any]) -> None:

@@ -121,4 +121,4 @@ def one_process(settings: Settings) -> contextlib.AbstractContextManager[None]:
     """SQLite serves one process: hold its file's lock. PostgreSQL serves several: nothing to hold."""
     if settings.database_url is not None:
         return contextlib.nullcontext()
-    return single_process(settings.database_path)
+    return single_process(settings.database_path, setting=settings.database_setting)

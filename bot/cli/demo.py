@@ -18,9 +18,13 @@ def default_out_dir() -> Path:
     return Path(value) if value else DEFAULT_OUT_DIR
 
 
-def demo(out_dir: Path) -> int:
+def demo(out: Path | None) -> int:
+    """The demo, saving its video in `out` (--out), else where DEMO_OUTPUT_DIR says, else ./demo-output."""
+    out_dir = out or default_out_dir()
+    # Named as the host gave it: the option, or the variable (the image sets it).
+    setting = DEFAULT_OUT_ENV if out is None and os.environ.get(DEFAULT_OUT_ENV, "").strip() else "--out"
     # Before a minute of demo: a folder the video cannot be saved in is said at once, in one line.
-    problem = folder_problem("--out", out_dir)
+    problem = folder_problem(setting, out_dir)
     if problem is not None:
         print(f"python -m bot demo: {problem}", file=sys.stderr)
         return 2

@@ -165,7 +165,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command in ("demo", "migrate-db"):  # neither reads the bot's settings: the demo has its own
         try:
             if args.command == "demo":
-                return demo(args.out or default_out_dir())
+                return demo(args.out)
             return migrate_db(args.to, args.source)
         except OSError as exc:
             if exc.filename is None:

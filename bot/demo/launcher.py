@@ -168,7 +168,7 @@ class Demo:
             path.write_bytes(data)
         except OSError as exc:
             raise DemoFailed(f"cannot save the video to {path} ({exc.strerror or exc}): pass --out a folder "
-                             "you can write") from None
+                             "you can write, or set DEMO_OUTPUT_DIR to one") from None
         self.say("")
         self.say(f"demo: saved the posted video to {path} ({len(data):,} bytes)")
         return path

@@ -33,16 +33,22 @@ def lock_path(database: Path) -> Path:
 
 
 @contextlib.contextmanager
-def single_process(database: Path) -> Iterator[None]:
-    """Hold the database's process lock for the duration; raises AlreadyRunning if another process holds it."""
+def single_process(database: Path, *, setting: str = "DATABASE_PATH") -> Iterator[None]:
+    """Hold the database's process lock for the duration; raises AlreadyRunning if another process holds it.
+
+    `setting`: where the database's path came from (DATABASE_URL=sqlite:///… too), named in a SetupError.
+    """
     path = lock_path(database)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = path.open("a+", encoding="utf-8")
     except OSError as exc:
         # A folder or lock file left to root by a `sudo` run, a read-only mount: the host's to fix.
-        folder = not path.parent.is_dir() or not path.exists()
-        raise cannot_write("DATABASE_PATH", path.parent if folder else path, exc, folder=folder) from None
+        try:
+            folder = not path.parent.is_dir() or not path.exists()
+        except OSError:  # not even its folder can be looked at
+            folder = True
+        raise cannot_write(setting, path.parent if folder else path, exc, folder=folder) from None
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -126,8 +126,9 @@ def test_a_folder_the_demo_cannot_save_in_is_said_at_once_in_one_line(tmp_path: 
                             capture_output=True, text=True, timeout=60)
     assert time.monotonic() - started < 5, "said before the demo runs, not after a minute of it"
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == (f"python -m bot demo: --out: {blocker} is a file, not a folder; move that file away, "
-                             "or set --out to another path\n")
+    # Named as the host gave it: the option, or the variable.
+    assert result.stderr == (f"python -m bot demo: {how}: {blocker} is a file, not a folder; move that file away, "
+                             f"or set {how} to another path\n")
 
 
 def test_a_video_that_cannot_be_saved_ends_the_demo_with_its_reason(tmp_path: Path) -> None:

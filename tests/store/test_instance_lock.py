@@ -48,3 +48,13 @@ def test_a_lock_the_bot_cannot_open_is_the_hosts_mistake_in_one_line(tmp_path: P
         pass
     assert str(refused.value) == f"DATABASE_PATH: {lock_path(database)} is a folder, not a file; set DATABASE_PATH " \
                                  "to a file's path"
+
+
+def test_the_lock_names_the_setting_the_database_came_from(tmp_path: Path) -> None:
+    # DATABASE_URL=sqlite:///… names the file: the line must send the host to that setting, not DATABASE_PATH.
+    blocker = tmp_path / "data"
+    blocker.write_text("a file where the data folder should be")
+    with pytest.raises(SetupError) as refused, single_process(blocker / "bot.sqlite3", setting="DATABASE_URL"):
+        pass
+    assert str(refused.value) == f"DATABASE_URL: {blocker} is a file, not a folder; move that file away, or set " \
+                                 "DATABASE_URL to another path"
