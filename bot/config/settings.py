@@ -175,12 +175,20 @@ class _Reader:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
         self.problems: list[str] = []
+        self._unquoted: set[str] = set()
 
     def raw(self, name: str) -> str | None:
         value = self.env.get(name)
         if value is None:
             return None
         value = value.strip().strip(_INVISIBLE).strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            # `docker run --env-file` keeps a line's quotes in the value: a quoted key passes, then gets HTTP 401.
+            value = value[1:-1].strip()
+            if name not in self._unquoted:  # some settings are read twice: one warning each
+                self._unquoted.add(name)
+                log.warning("%s is wrapped in quotes, which `docker run --env-file` keeps as part of the value: "
+                            "using what is inside; remove the quotes to silence this warning", name)
         return value or None
 
     def required(self, name: str) -> str:

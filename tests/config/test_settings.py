@@ -283,3 +283,29 @@ def test_every_setting_the_bot_reads_is_in_the_documented_table_and_in_env_examp
                              flags=re.MULTILINE))
     assert read - example == set(), "missing from .env.example"
     assert documented_settings() - read == set(), "documented, but the bot reads no such setting"
+
+
+@pytest.mark.parametrize("quote", ['"', "'"])
+def test_a_value_in_matching_quotes_is_used_without_them_with_a_warning(
+    quote: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # `docker run --env-file` keeps a line's quotes as part of the value: the key would pass, then get HTTP 401.
+    env = {**REQUIRED, "VIDEO_API_KEY": f"{quote}Bearer sk-very-secret-key-1234{quote}",
+           "DATABASE_PATH": f"{quote}/srv/bot/bot.sqlite3{quote}", "SHARD_COUNT": f"{quote}2{quote}"}
+    with caplog.at_level(logging.WARNING):
+        s = read_settings(env)
+    assert (s.video_api_key, s.database_path, s.shard_count) == ("sk-very-secret-key-1234",
+                                                                  Path("/srv/bot/bot.sqlite3"), 2)
+    quoted = [message for message in caplog.messages if "quotes" in message]
+    # One warning a setting (SHARD_COUNT is read twice), never the value.
+    assert quoted == [
+        f"{name} is wrapped in quotes, which `docker run --env-file` keeps as part of the value: using what is "
+        "inside; remove the quotes to silence this warning"
+        for name in ("VIDEO_API_KEY", "DATABASE_PATH", "SHARD_COUNT")
+    ]
+    assert not any("secret" in message for message in caplog.messages)
+
+
+@pytest.mark.parametrize("value", ['"sk-very-secret-key-1234', "'sk-very-secret-key-1234\"", '"'])
+def test_quotes_that_do_not_pair_are_left_alone(value: str) -> None:
+    assert read_settings({**REQUIRED, "VIDEO_API_KEY": value}).video_api_key == value
