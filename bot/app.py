@@ -41,6 +41,7 @@ from bot.service.pacing import Pacer, service_pacer
 from bot.service.transport import ClientObserver
 from bot.store.jobs import Job, JobStore, NotADatabase
 from bot.store.leases import Lease, take_shards
+from bot.store.owner_record import OwnerRecord
 from bot.store.servers import ServerStore
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,7 @@ class Services:
     owns_session: bool = True
     metrics: MetricsEndpoint | None = None
     lease: Lease | None = None  # this process's identity among those sharing the database
+    owner_record: OwnerRecord | None = None  # held while it runs shards on a shared database
 
     @property
     def durations(self) -> DurationModel:
@@ -144,6 +146,8 @@ class Services:
         if self.owns_session:
             await self.session.close()
         await self.store.close()
+        if self.owner_record is not None:
+            self.owner_record.close()
 
 
 async def open_services(
@@ -275,7 +279,10 @@ async def open_bot_services(bot: VideoBot, settings: Settings) -> Services:
         # On a database other processes share, before anything runs: shards a live one runs are refused (a
         # SQLite file serves one process, bot/store/instance_lock.py).
         if services.store.shared and lease.shards is not None:
-            await take_shards(services.store, lease, bot.shard_plan)
+            # The run before this one on the same data folder, crashed (a container restarted in place), is
+            # known for certain even from a new PID namespace: its shards are taken at once.
+            services.owner_record = OwnerRecord.take(settings.video_storage_dir, lease.owner)
+            await take_shards(services.store, lease, bot.shard_plan, predecessor=services.owner_record.predecessor)
         # Before any command can run, so only rows the last run left half-done are `received` or
         # `submitting` now. Their requesters are told once the worker runs (it sweeps for them).
         # On SQLite (this process alone) every lease at once; on PostgreSQL only free or expired ones.

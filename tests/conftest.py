@@ -1,5 +1,7 @@
 import itertools
 import os
+import shutil
+import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -31,6 +33,18 @@ def fail_once(owner: object, method: str, error: BaseException) -> list[BaseExce
 
     setattr(owner, method, flaky)
     return failures
+
+
+def pid_namespace_prefix() -> list[str] | None:
+    """`unshare` with the options that start a command in a PID namespace of its own here, or None where it cannot
+    (no unshare, no privilege, no user namespaces)."""
+    if shutil.which("unshare") is None:
+        return None
+    for options in (["--pid"], ["--user", "--map-root-user", "--pid"]):
+        prefix = ["unshare", *options, "--fork", "--kill-child"]
+        if subprocess.run([*prefix, "true"], capture_output=True, check=False).returncode == 0:
+            return prefix
+    return None
 
 
 class Clock:

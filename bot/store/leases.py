@@ -18,6 +18,7 @@ import secrets
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 from bot.config.settings import DEFAULT_LEASE_SECONDS
@@ -33,20 +34,47 @@ CLAIM_BATCH = 100
 CLOCK_SKEW_WARNING_S = 2.0
 
 
+#: Read for the proof that two processes number their pids alike (`pid_space`): a random id per boot of the
+#: kernel (two machines, however named, differ), and this process's PID namespace (a container has its own).
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+PID_NAMESPACE = Path("/proc/self/ns/pid")
+
+
+def pid_space() -> str | None:
+    """Where this process's pid means something: `<boot id>.<PID namespace inode>`, or None where either cannot be
+    read (not Linux, no /proc). Two processes with the same one see the same processes under the same pids."""
+    try:
+        boot = BOOT_ID.read_text(encoding="ascii").strip().replace("-", "")[:16]
+        namespace = PID_NAMESPACE.stat().st_ino
+    except (OSError, UnicodeDecodeError):
+        return None
+    return f"{boot}.{namespace}" if boot else None
+
+
 def new_owner() -> str:
-    """An owner id unique to this start: host name, process id and a random part (a pid is reused)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    """An owner id unique to this start: host name, process id, a random part (a pid is reused) and the pid's space
+    (`pid_space`, `?` when unknown) that proves to a later process of the same space whether that pid still runs.
+
+    An older version's ids lack the last part; this one's have four parts, so an older version's `owner_gone`
+    (host name first of three) never takes one for its own.
+    """
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}:{pid_space() or '?'}"
 
 
 def owner_gone(owner: str) -> bool:
-    """Is `owner` certainly dead: a process of this host (its name first in the id) that no longer runs, or an
-    earlier run with this very process id (a container's PID 1, restarted in place)?
+    """Is `owner` certainly dead: a process of this host name, boot and PID namespace (`pid_space`) whose pid no
+    longer runs, or that had this very process id?
 
-    Anything else may live: a process of another host, one whose pid runs (even if reused), an id of another
-    form. Those are waited for.
+    Anything else may live, and is waited for: a process in another PID namespace or on another machine of the
+    same name (its pid says nothing here), one whose pid runs (even if reused), one whose space is unknown (an
+    older version's id, or a host without /proc), an id of another form. A container restarted in place (PID 1
+    again, in a new namespace) knows its own predecessor from its data folder instead (bot/store/owner_record.py).
     """
-    parts = owner.rsplit(":", 2)
-    if len(parts) != 3 or parts[0] != socket.gethostname():
+    parts = owner.rsplit(":", 3)
+    if len(parts) != 4 or parts[0] != socket.gethostname():
+        return False
+    here = pid_space()
+    if here is None or parts[3] != here:
         return False
     try:
         pid = int(parts[1])
@@ -63,6 +91,12 @@ def owner_gone(owner: str) -> bool:
     except OSError:  # it exists, under another user
         return False
     return False
+
+
+def same_boot(owner: str) -> bool:
+    """Was `owner` started on this machine since its last boot (by the boot id in its pid space)?"""
+    parts, here = owner.rsplit(":", 3), pid_space()
+    return len(parts) == 4 and here is not None and parts[3].split(".")[0] == here.split(".")[0]
 
 
 @dataclass(frozen=True)
@@ -133,14 +167,15 @@ _LOOKS = 17
 
 async def take_shards(
     processes: Processes, lease: Lease, plan: ShardPlan, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    gone: Callable[[str], bool] = owner_gone,
+    gone: Callable[[str], bool] = owner_gone, predecessor: str | None = None,
 ) -> None:
     """Start on shards no other live process runs, or raise ShardsTaken.
 
     Two processes on the same shard would both get some servers' commands, and Discord gives each
     interaction to one of them. The one that started first keeps the shards. Its heartbeat may be that of a
     crashed run of this very process, not yet a lease old. When its owner is certainly dead (`gone`: a process
-    of this host that no longer runs), its shards and jobs are taken at once; otherwise this waits up to one
+    of this host and PID namespace that no longer runs, or `predecessor`: the run before this one on its data
+    folder, bot/store/owner_record.py), its shards and jobs are taken at once; otherwise this waits up to one
     lease for it to go silent, and refuses as soon as it beats again (a live process renews every third of a
     lease).
     """
@@ -156,7 +191,7 @@ async def take_shards(
             and (me is None or (row.started_at, row.owner) < (me.started_at, me.owner))
             and _shares(plan, row.shards)
         ]  # fmt: skip
-        for dead in [rival for rival in rivals if gone(rival.owner)]:
+        for dead in [rival for rival in rivals if rival.owner == predecessor or gone(rival.owner)]:
             # Its heartbeat outlives it by up to a lease: waiting that out would leave its servers unanswered.
             await processes.release_leases(dead.owner)
             log.info("process %s, which ran %s, no longer runs on this host: taking over at once", dead.owner,

@@ -7,6 +7,7 @@ import os
 import signal
 import sqlite3
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,6 +34,7 @@ class BotProcess:
         self._log_start = 0  # where this start's lines begin in the log (a restart appends)
         self.process: asyncio.subprocess.Process | None = None
         self._log_file: IO[bytes] | None = None
+        self._grouped = False
 
     def environment(self) -> dict[str, str]:
         settings = {
@@ -48,13 +50,17 @@ class BotProcess:
             service_url=self.simulator.base_url, api_key=self.api_key, workdir=self.workdir, **settings,
         )
 
-    async def start(self, *args: str) -> None:
+    async def start(self, *args: str, within: Sequence[str] = ()) -> None:
+        """`python -m bot *args`, waiting until it is ready unless `args` are given; run by the command `within`
+        (`unshare …`, which does not pass signals on) in a process group of its own that `stop` signals whole."""
+        self._grouped = bool(within)
         self.double.identified.clear()
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._log_file = self.log_path.open("ab")
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", *args,
+            *within, sys.executable, "-m", "bot", *args,
             cwd=self.workdir, env=self.environment(), stdout=self._log_file, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=self._grouped,
         )
         if not args:
             await self.wait_ready()
@@ -83,7 +89,10 @@ class BotProcess:
         if self.process.returncode is not None:
             self._close_log()
             return self.process.returncode
-        self.process.send_signal(sig)
+        if self._grouped:
+            os.killpg(self.process.pid, sig)
+        else:
+            self.process.send_signal(sig)
         return await self.wait_exit()
 
     def _close_log(self) -> None:

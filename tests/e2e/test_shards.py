@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bot.simulator import VideoServiceSimulator
+from tests.conftest import pid_namespace_prefix
 from tests.discord_double import DiscordDouble
 from tests.e2e.harness import USER_ID, BotProcess
 
@@ -160,3 +161,30 @@ async def test_a_process_on_a_shard_a_live_one_runs_is_refused_and_one_after_a_c
     message = await request_video(double, guild_on(double, 0), "a harbour at dusk", posted={message["id"]})
     assert await answered_by({0: again}, service, "a harbour at dusk", message) == [0]
     assert await again.stop() == 0 and "Traceback" not in again.log()
+
+
+async def test_a_container_restarted_in_place_after_a_crash_takes_its_shard_back_at_once(
+    make_bot: Callable[..., BotProcess], service: VideoServiceSimulator, double: DiscordDouble, tmp_path: Path,
+    postgres_url: str,
+) -> None:
+    """Docker's restart policy runs the process as PID 1 again in a new PID namespace, on the same data volume: its
+    predecessor's pid says nothing there, the owner record in its data folder does."""
+    namespace = pid_namespace_prefix()
+    if namespace is None:
+        pytest.skip("no `unshare --pid` here (util-linux, and root or user namespaces, are needed)")
+    bot = sharded_bot(make_bot, service, tmp_path / "volume", postgres_url, SHARD_IDS="0", LEASE_SECONDS="30")
+    await bot.start(within=namespace)
+    identified = len(double.identify_payloads)
+    killed = time.monotonic()
+    assert await bot.stop(signal.SIGKILL) != 0  # unshare's child, the bot, is killed with it
+    await bot.start("run", within=namespace)
+    async with asyncio.timeout(15):
+        while len(double.identify_payloads) == identified:
+            assert bot.process is not None and bot.process.returncode is None, bot.log()
+            await asyncio.sleep(0.02)
+    print(f"from kill -9 to the restarted container identifying on shard 0: {time.monotonic() - killed:.2f} s")
+    assert "taking over at once" in bot.log_since_start() and "waiting up to" not in bot.log_since_start()
+    await bot.wait_ready()
+    message = await request_video(double, guild_on(double, 0), "a pier in the rain")
+    assert await answered_by({0: bot}, service, "a pier in the rain", message) == [0]
+    assert await bot.stop() == 0 and "Traceback" not in bot.log()

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest.mock import MagicMock
@@ -36,9 +37,10 @@ from bot.service.client import VideoServiceClient
 from bot.service.pacing import Pacer
 from bot.simulator import VideoServiceSimulator
 from bot.simulator.app import DEFAULT_VIDEO_PATH
+from bot.store import leases
 from bot.store.jobs import IllegalTransition, Job, JobState, JobStore, LeaseLost, NewJob, Renewal, StoreUnavailable
-from bot.store.leases import Lease, LiveProcess, ShardsTaken, new_owner, take_shards
-from tests.conftest import SIM_KEY, Clock, SimulatorFactory, StoreOpener
+from bot.store.leases import Lease, LiveProcess, ShardsTaken, new_owner, owner_gone, take_shards
+from tests.conftest import SIM_KEY, Clock, SimulatorFactory, StoreOpener, pid_namespace_prefix
 from tests.frontend.cogs.helpers import bot_settings
 from tests.jobs.worker_helpers import (
     PRICE_YEN,
@@ -307,30 +309,59 @@ def dead_pid() -> int:
     return child.pid
 
 
+def owner_with_pid(pid: int) -> str:
+    """The owner id a process of this host, in this PID namespace, would have with this pid."""
+    host, _pid, rest = new_owner().split(":", 2)
+    return f"{host}:{pid}:{rest}"
+
+
+async def _sleep_on(clock: Clock, slept: list[float], seconds: float) -> None:
+    slept.append(seconds)
+    clock.now += seconds
+
+
 @pytest.mark.parametrize("pid", ["ended", "this one"])
 async def test_a_crashed_run_of_this_host_is_taken_over_at_once_with_its_jobs(
     stores: tuple[JobStore, JobStore], clock: Clock, pid: str
 ) -> None:
     first, second = stores
     plan = ShardPlan(2, (0,))
-    # Killed a moment ago: a process that no longer runs, or (a container's PID 1 restarted in place) this pid.
-    number = dead_pid() if pid == "ended" else os.getpid()
-    crashed = Lease(f"{socket.gethostname()}:{number}:0badc0de", LEASE, plan.token)
+    # Killed a moment ago: a process that no longer runs here, or one that had this very pid.
+    crashed = Lease(owner_with_pid(dead_pid() if pid == "ended" else os.getpid()), LEASE, plan.token)
     await first.renew_leases(crashed)
     job = await in_state(first, S.PENDING, crashed)
     clock.now += 1
     slept: list[float] = []
 
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        clock.now += seconds
-
     again = on_shards("again", plan)
-    await take_shards(second, again, plan, sleep=sleep)
+    await take_shards(second, again, plan, sleep=partial(_sleep_on, clock, slept))
     assert slept == [], "its heartbeat is not waited out"
     assert crashed.owner not in {process.owner for process in await second.live_processes(again)}
     claimed, _recovered = await second.claim_jobs(again, limit=10)
     assert [taken.id for taken in claimed] == [job.id]  # its jobs are free at once
+
+
+async def test_a_predecessor_recorded_in_this_processs_data_folder_is_taken_over_at_once(
+    stores: tuple[JobStore, JobStore], clock: Clock
+) -> None:
+    """A container restarted in place: PID 1 again, in a new PID namespace, on the same data volume, whose owner
+    record (bot/store/owner_record.py) names the run before it."""
+    first, second = stores
+    plan = ShardPlan(2, (0,))
+    host, _pid, random, space = new_owner().split(":")
+    crashed = Lease(f"{host}:1:{random}:{space.split('.')[0]}.4026530000", LEASE, plan.token)
+    await first.renew_leases(crashed)
+    clock.now += 1
+    slept: list[float] = []
+    await take_shards(second, on_shards("again", plan), plan, sleep=partial(_sleep_on, clock, slept),
+                      predecessor=crashed.owner)
+    assert slept == []
+    # The same heartbeat, not named as this process's predecessor, is waited for: it may be a live container's.
+    clock.now += LEASE + 1
+    await first.renew_leases(crashed)
+    clock.now += 1
+    with pytest.raises(ShardsTaken, match=crashed.owner):
+        await take_shards(second, on_shards("later", plan), plan, sleep=_beating(first), predecessor="other")
 
 
 async def test_a_live_process_of_this_host_or_one_of_another_host_is_still_waited_for(
@@ -338,13 +369,66 @@ async def test_a_live_process_of_this_host_or_one_of_another_host_is_still_waite
 ) -> None:
     first, second = stores
     plan = ShardPlan(2, (0,))
-    for owner in (f"{socket.gethostname()}:{os.getppid()}:0badc0de", f"other-host:{os.getpid()}:0badc0de"):
+    for owner in (owner_with_pid(os.getppid()), f"other-host:{os.getpid()}:0badc0de"):
         clock.now += LEASE + 1
         rival = Lease(owner, LEASE, plan.token)
         await first.renew_leases(rival)
         clock.now += 1
         with pytest.raises(ShardsTaken, match=owner):
             await take_shards(second, on_shards("again", plan), plan, sleep=_beating(first))
+
+
+def test_a_live_process_in_another_pid_namespace_with_this_host_name_is_not_taken_for_dead() -> None:
+    """Containers on the host's network (`network_mode: host`, hostNetwork) share its host name: a live one whose pid
+    does not run here is no dead run of this host."""
+    prefix = pid_namespace_prefix()
+    if prefix is None:
+        pytest.skip("no `unshare --pid` here (util-linux, and root or user namespaces, are needed)")
+    pid = dead_pid()  # a pid that runs nowhere here: the other namespace's process gets it there
+    script = "from bot.store.leases import new_owner; import time; print(new_owner(), flush=True); time.sleep(60)"
+    with subprocess.Popen(
+        [*prefix, "sh", "-c", f'echo {pid - 1} > /proc/sys/kernel/ns_last_pid; "$0" -c "$1"; true', sys.executable,
+         script],
+        stdout=subprocess.PIPE, text=True,
+    ) as other:
+        try:
+            assert other.stdout is not None
+            owner = other.stdout.readline().strip()
+            host, number, _rest = owner.split(":", 2)
+            assert host == socket.gethostname()
+            if int(number) != pid:
+                pytest.skip("cannot choose the pid in the other namespace here (ns_last_pid)")
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)  # as seen from here, that pid runs nowhere
+            assert not owner_gone(owner), "it is alive, in its own namespace"
+        finally:
+            other.kill()
+
+
+@pytest.mark.parametrize("proof", ["an older version's", "another boot's", "another PID namespace's", "none"])
+def test_an_owner_of_this_host_name_without_this_processs_boot_and_pid_namespace_is_not_taken_for_dead(
+    proof: str
+) -> None:
+    """Two machines of one name, or two PID namespaces: that its pid runs nowhere here, or is this one's, proves
+    nothing."""
+    host, _pid, random, space = new_owner().split(":")
+    boot, namespace = space.split(".")
+    proofs = {"an older version's": None, "another boot's": f"{'0' * len(boot)}.{namespace}",
+              "another PID namespace's": f"{boot}.1", "none": "?"}[proof]
+    for pid in (dead_pid(), os.getpid()):
+        owner = f"{host}:{pid}:{random}" + (f":{proofs}" if proofs is not None else "")
+        assert not owner_gone(owner), owner
+
+
+def test_a_process_that_cannot_read_its_boot_or_pid_namespace_waits_for_every_owner(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    before = owner_with_pid(dead_pid())
+    assert owner_gone(before)
+    monkeypatch.setattr(leases, "BOOT_ID", tmp_path / "missing")
+    assert new_owner().endswith(":?")
+    assert not owner_gone(before), "unreadable here: nothing proves that pid is this namespace's"
+    assert not owner_gone(owner_with_pid(dead_pid()))
 
 
 async def test_the_live_processes_show_their_shards_and_an_unreadable_row_is_taken_for_any_shard(
