@@ -10,7 +10,7 @@ from typing import Literal
 #: News the worker tells the requester in the channel: `deliver.<notice>`.
 Notice = Literal[
     "failed", "slow", "stalled", "undeliverable", "unknown", "interrupted", "rejected", "storage_wait", "unrecorded",
-    "accepted_late",
+    "accepted_late", "charge_unrecorded",
 ]
 
 #: Why a guardrail refused a request before anything was spent: `refuse.<code>`.

@@ -339,7 +339,7 @@ def announcement_text(job: Job, event: Notice, *, catalogue: Catalogue) -> str:
     """News told to the requester in the channel (or the interaction, or a DM): every `Notice`."""
     return fit_content(t(job.locale, notice_key(event), mention=mention(job), ref=job.reference,
                          job_id=job_id_text(job), price=_job_price(job, catalogue, job.locale),
-                         minutes=SLOW_AFTER_MINUTES, hours=STALLED_AFTER_HOURS,
+                         minutes=SLOW_AFTER_MINUTES, hours=STALLED_AFTER_HOURS, at=_support_time(job.accepted_at),
                          reason=plain(job.last_error or "—", REASON_CHARS)))
 
 

@@ -350,6 +350,10 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "right now. It keeps trying; the operator has been warned in the log.",
         "deliver.unrecorded": "{mention} your video request {ref} was accepted as job {job_id} and charged {price}, "
         "but the bot could not record it and cannot follow it. Give support the job id {job_id}.",
+        "deliver.charge_unrecorded": "{mention} your video request {ref} was accepted and charged {price} at {at}, "
+        "but the bot could not record that charge, so its records (and `/status {ref}`) may say its outcome is "
+        "unknown. It was charged, and will not be resent. For a credit, give support the reference {ref} and that "
+        "time.",
         "deliver.slow": "{mention} your video {ref} is taking unusually long (over {minutes} minutes). The bot keeps "
         "checking; nothing is lost.",
         "deliver.stalled": "{mention} your video {ref} did not finish within {hours} hours, so the bot stopped "
@@ -708,6 +712,9 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "再試行を続けています。運営者にはログで知らせています。",
         "deliver.unrecorded": "{mention} 動画リクエスト {ref} はジョブ {job_id} として受け付けられ{price}が課金されましたが、"
         "ボットが記録できず追跡できません。サポートにジョブID {job_id} を伝えてください。",
+        "deliver.charge_unrecorded": "{mention} 動画リクエスト {ref} は{at}に受け付けられ{price}が課金されましたが、"
+        "ボットはその課金を記録できませんでした。そのため記録（`/status {ref}`）では結果が分からないと表示されることが"
+        "あります。課金は済んでおり、再送はしません。クレジットを受けるには、参照 {ref} とこの時刻をサポートに伝えてください。",
         "deliver.slow": "{mention} 動画 {ref} にいつもより時間がかかっています（{minutes}分以上）。確認を続けています。"
         "失われることはありません。",
         "deliver.stalled": "{mention} 動画 {ref} は{hours}時間以内に完成しなかったため、確認を止めました。"

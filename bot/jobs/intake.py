@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, cast, get_args
 
@@ -445,7 +446,7 @@ class VideoRequests:
             shown, at = exc.shown, self._clock()
             failed = await self._record_charge(
                 job, f"its charge ({price} yen, unusable job id {shown})",
-                lambda: self._store.mark_charged_unusable(job.id, price, shown, at=at),
+                lambda: self._store.mark_charged_unusable(job.id, price, shown, at=at), price=price, at=at,
             )
             reason = failed.last_error if failed is not None and failed.last_error else shown
             raise self._failed(job, "charged_unusable", reason, service_job_id=shown) from exc
@@ -457,7 +458,7 @@ class VideoRequests:
             at = self._clock()  # the time the requester gives support, and the one recorded, however late
             await self._record_charge(
                 job, f"its charge ({price} yen, answer unreadable)",
-                lambda: self._store.mark_charged_unreadable(job.id, price, at=at),
+                lambda: self._store.mark_charged_unreadable(job.id, price, at=at), price=price, at=at,
             )
             raise self._failed(job, "charged_unreadable", str(exc), at=at) from exc
         except OutcomeUnknown as exc:
@@ -519,9 +520,10 @@ class VideoRequests:
         return SubmissionFailed(job.id, kind, reason, price_yen=self.catalogue.price_of(job.model),
                                 service_job_id=service_job_id, at=at)
 
-    async def _record_charge(self, job: Job, what: str, write: Callable[[], Awaitable[Job]]) -> Job | None:
-        """Record a 202 that ended the request at once, charged; the requester is told that charge whatever the
-        database does. If it fails, the write is tried again as an accepted job's is (`_record_later`), so the
+    async def _record_charge(self, job: Job, what: str, write: Callable[[], Awaitable[Job]], *, price: int,
+                             at: float) -> Job | None:
+        """Record a 202 that ended the request at once, charged at `at`; the requester is told that charge whatever
+        the database does. If it fails, the write is tried again as an accepted job's is (`_record_later`), so the
         ledger ends as they read it (left `submitting`, a restart would end it `unknown` at ¥0, the member's
         slot held meanwhile)."""
         try:
@@ -529,8 +531,16 @@ class VideoRequests:
         except StoreUnavailable as exc:
             log.error("request %s: %s could not be recorded (%s); retrying the write", job.reference, what, exc,
                       extra=job_fields(job))
-            self._record_later(job, what, write, lambda recorded: None)
+            charged = replace(job, charged_yen=price, accepted_at=at)
+            self._record_later(job, what, write, partial(self._charge_recorded, charged))
             return None
+
+    def _charge_recorded(self, charged: Job, recorded: Job | None) -> None:
+        """A charge the requester was told of at once could not be recorded after all: the bot's records (and a
+        process that gave the request up as `unknown`, saying so) will not show it, so the requester is told the
+        charge once more, with the reference and the time support needs."""
+        if recorded is None:
+            self._tell(charged, "charge_unrecorded")
 
     def _record_later(self, job: Job, what: str, write: Callable[[], Awaitable[Job]],
                       then: Callable[[Job | None], None]) -> None:
@@ -550,9 +560,15 @@ class VideoRequests:
             recorded = None
             log.error("request %s: %s could not be recorded within %.0f s", job.reference, what,
                       self._record_retry.deadline, extra=job_fields(job))
+        except Exception as exc:  # not a cancel: that one leaves the write to close(), which tries it once more
+            # The row moved on meanwhile (another process gave the request up as `unknown`, or holds it): it can
+            # no longer be recorded here, and there is nothing left for a stop to try.
+            recorded = None
+            log.error("request %s: %s can no longer be recorded (%s)", job.reference, what, exc,
+                      exc_info=not isinstance(exc, BotError), extra=job_fields(job))
         else:
             log.info("request %s: %s recorded after all", job.reference, what, extra=job_fields(job))
-        self._unrecorded.pop(job.id, None)  # not on a cancel: close() tries the write once more
+        self._unrecorded.pop(job.id, None)
         then(recorded)
 
     def _accepted_recorded(self, job: Job, service_job_id: str, accepted: Job | None) -> None:
@@ -587,6 +603,9 @@ class VideoRequests:
         except StoreUnavailable as exc:
             log.error("request %s: %s is still not recorded at shutdown (%s)", job.reference, what, exc,
                       extra=job_fields(job))
+        except Exception as exc:  # awaited by no one after the stop: said here, or never
+            log.error("request %s: %s can no longer be recorded (%s); its requester was told it was charged",
+                      job.reference, what, exc, exc_info=not isinstance(exc, BotError), extra=job_fields(job))
         else:
             log.info("request %s: %s recorded at shutdown", job.reference, what, extra=job_fields(job))
 

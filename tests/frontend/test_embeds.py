@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from collections.abc import Callable
 from typing import get_args
 
@@ -187,6 +188,16 @@ def test_a_failure_announcement_names_the_job_id_and_the_charge() -> None:
 
     assert text.startswith(f"<@{REQUESTER}> your video #42 failed")
     assert "charged ¥250" in text and "`vid_abc`" in text
+
+
+@pytest.mark.parametrize("locale", ["en-US", "ja"])
+def test_a_charge_that_could_not_be_recorded_is_told_with_its_reference_and_time(locale: str) -> None:
+    charged = job(state=S.SUBMITTING, service_job_id=None, locale=locale)
+    text = embeds.announcement_text(charged, "charge_unrecorded", catalogue=BUILT_IN)
+
+    assert text.startswith(f"<@{REQUESTER}> ") and "#42" in text
+    assert ("¥250" if locale == "en-US" else "250円") in text
+    assert time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ACCEPTED)) in text and f"<t:{int(ACCEPTED)}:f>" in text
 
 
 @pytest.mark.parametrize(

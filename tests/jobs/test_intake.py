@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from bot.jobs.intake import RECORDING_AT_ONCE, RequestCancelled, VideoRequests
 from bot.service.catalogue import BUILT_IN, DEFAULT_MODEL
 from bot.service.pacing import Pacer
 from bot.simulator import VideoServiceSimulator
-from bot.store.jobs import IllegalTransition, Job, JobState, JobStore, NewJob, StoreUnavailable
+from bot.store.jobs import IllegalTransition, Job, JobState, JobStore, LeaseLost, NewJob, StoreUnavailable
 from tests.conftest import SIM_KEY, fail_once
 from tests.frontend.cogs.helpers import bot_settings
 
@@ -485,3 +486,102 @@ async def test_a_stop_records_a_charged_202_whose_record_was_still_being_retried
     assert await store.ledger() == (1, 250) == (1, simulator.spend)
     if kind == "charged_unreadable":
         assert job.accepted_at == failed.value.at
+
+
+def taken_over_meanwhile(store: JobStore, write: str) -> list[int]:
+    """The first call of `store.write` fails (a database hiccup), and meanwhile another process, finding this one's
+    lease expired (PostgreSQL), gives the request up as `unknown` and tells its requester so; later calls go through.
+    Returns the job ids it was called with."""
+    real = getattr(store, write)
+    calls: list[int] = []
+
+    async def flaky(job_id: int, *args: Any, **kwargs: Any) -> Any:
+        calls.append(job_id)
+        if len(calls) == 1:
+            await store.transition(job_id, JobState.UNKNOWN, last_error="the bot stopped while the request was "
+                                   "being sent", told_at=store.now())
+            raise StoreUnavailable("database is locked")
+        return await real(job_id, *args, **kwargs)
+
+    setattr(store, write, flaky)
+    return calls
+
+
+@pytest.mark.parametrize("kind", CHARGED_FAILURES)
+async def test_a_charge_another_process_gave_up_as_unknown_meanwhile_is_told_once_more_as_a_charge(
+    open_requests: RequestsOpener, simulator: VideoServiceSimulator, kind: str
+) -> None:
+    """The record can no longer be written (unknown → failed is no move): its requester, told "outcome unknown" by the
+    other process, is told the truth again, charged, with the reference and the time; a stop does not try again."""
+    told: list[tuple[Job, Notice]] = []
+    store, requests = await open_requests(record_retry=QUICK_RECORD_RETRY,
+                                          tell=lambda job, notice: told.append((job, notice)))
+    fault, write = CHARGED_FAILURES[kind]
+    fault(simulator)
+    calls = taken_over_meanwhile(store, write)
+    with pytest.raises(SubmissionFailed) as failed:
+        await requests.submit(request("a lighthouse"))
+    async with asyncio.timeout(5.0):
+        while not told:
+            await asyncio.sleep(0.01)
+    [(job, notice)] = told
+    assert notice == "charge_unrecorded"
+    assert (job.id, job.charged_yen) == (failed.value.job_id, 250) and job.accepted_at is not None
+    if kind == "charged_unreadable":
+        assert job.accepted_at == failed.value.at, "the time they were first told"
+    tries = len(calls)
+    await requests.close()
+    assert len(calls) == tries, "nothing left for the stop to try"
+
+
+async def test_an_accepted_job_whose_record_is_refused_for_good_tells_its_requester_and_leaves_nothing_for_the_stop(
+    open_requests: RequestsOpener, simulator: VideoServiceSimulator
+) -> None:
+    told: list[tuple[Job, Notice]] = []
+    store, requests = await open_requests(record_retry=QUICK_RECORD_RETRY,
+                                          tell=lambda job, notice: told.append((job, notice)))
+    calls = fail_twice(store, "mark_accepted", StoreUnavailable("database is locked"), LeaseLost(1, "another"))
+    with pytest.raises(SubmissionFailed) as failed:
+        await requests.submit(request("a lighthouse"))
+    assert failed.value.kind == "charged_unrecorded"
+    async with asyncio.timeout(5.0):
+        while not told:
+            await asyncio.sleep(0.01)
+    [(job, notice)] = told
+    assert (notice, job.service_job_id) == ("unrecorded", failed.value.service_job_id)  # charged: the job id
+    tries = len(calls)
+    await requests.close()
+    assert len(calls) == tries
+
+
+def fail_twice(store: JobStore, write: str, first: BaseException, second: BaseException) -> list[int]:
+    real = getattr(store, write)
+    errors, calls = [second, first], []
+
+    async def flaky(job_id: int, *args: Any, **kwargs: Any) -> Any:
+        calls.append(job_id)
+        if errors:
+            raise errors.pop()
+        return await real(job_id, *args, **kwargs)
+
+    setattr(store, write, flaky)
+    return calls
+
+
+@pytest.mark.parametrize("kind", CHARGED_FAILURES)
+async def test_a_stops_last_write_refused_for_good_is_logged_and_raises_nothing(
+    open_requests: RequestsOpener, simulator: VideoServiceSimulator, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    unretrieved: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda loop, context: unretrieved.append(context))
+    store, requests = await open_requests()  # the bot's own retry: its next try is a second away
+    fault, write = CHARGED_FAILURES[kind]
+    fault(simulator)
+    taken_over_meanwhile(store, write)
+    with pytest.raises(SubmissionFailed) as failed:
+        await requests.submit(request("a lighthouse"))
+
+    await requests.close()  # the last write: unknown → failed is no move
+    gc.collect()
+    assert unretrieved == []
+    assert f"request #{failed.value.job_id}" in caplog.text and "can no longer be recorded" in caplog.text
