@@ -68,6 +68,9 @@ def admission(
     and nothing a server does moves them: neither its time zone nor a quota reset nor a /credit.
     """
     caps = [*_caps(server, now, host=False, since=member.quota_reset_at or 0.0), *_caps(host, now, host=True)]
+    # A refusal names the first cap spent, in this order, and says when it resets: the member can spend again only
+    # once every spent cap has, so the latest end first (the server's first of two that end together).
+    caps.sort(key=lambda cap: -cap.end)
     return Admission(
         cooldown_seconds=server.cooldown_seconds,
         max_active_jobs=server.max_active_jobs,

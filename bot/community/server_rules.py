@@ -67,11 +67,12 @@ SETTING_KEYS: tuple[SettingKey, ...] = tuple(
     f.name for f in fields(ServerSettings) if f.name not in ("from_server", "held_to_host")
 )
 
-#: The settings whose host value (the environment's) is also a ceiling over every server.
-CEILING_KEYS: tuple[SettingKey, ...] = (
+#: The caps on spending, per server and per member, per day and per month.
+SPENDING_CAP_KEYS: tuple[SettingKey, ...] = (
     "guild_daily_cap_yen", "guild_monthly_cap_yen", "member_daily_cap_yen", "member_monthly_cap_yen",
-    "cooldown_seconds", "max_active_jobs",
 )
+#: The settings whose host value (the environment's) is also a ceiling over every server.
+CEILING_KEYS: tuple[SettingKey, ...] = (*SPENDING_CAP_KEYS, "cooldown_seconds", "max_active_jobs")
 #: Of those, the ones where stricter is more (a longer cooldown); for the others stricter is less, and none
 #: (no cap) is the loosest of all.
 AT_LEAST: frozenset[SettingKey] = frozenset({"cooldown_seconds"})
@@ -273,6 +274,12 @@ class ServerRules:
     def ceiling(self, key: SettingKey) -> Any:
         """The host's ceiling of a CEILING_KEYS setting."""
         return getattr(self.defaults, key)
+
+    @property
+    def host_caps_spending(self) -> bool:
+        """Whether the host set any spending cap: only then do replies say that the host's limits still count what
+        a server's quota reset or credit frees."""
+        return any(getattr(self.defaults, key) for key in SPENDING_CAP_KEYS)
 
     def _check_ceilings(self, checked: Mapping[SettingKey, Any]) -> None:
         breaches = tuple(

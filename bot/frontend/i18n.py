@@ -215,8 +215,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "settings.blocklist.title": "Blocklist ({count} terms)",
         "settings.member.blocked": "{member} can no longer use /video here. Videos already paid for are still delivered.",
         "settings.member.unblocked": "{member} can use /video here again.",
-        "settings.member.reset": "{member}'s quota window for this server's own caps starts again from now. The "
-        "host's limits still count everything spent today and this month.",
+        "settings.member.reset": "{member}'s quota window for this server's own caps starts again from now.",
+        "settings.member.reset.host": "The host's limits still count everything spent today and this month.",
         "settings.models.unknown": "There is no model `{model}` in the catalogue.",
         "settings.timezone.invalid": "`{zone}` is not a time zone; use a name such as Asia/Tokyo or Europe/London.",
         "settings.timezone.host": "This server's own caps and reports count in it; the host's limits keep counting "
@@ -396,8 +396,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "usage.csv.too_big": "The CSV ({size:,} bytes) is larger than Discord lets the bot attach here ({limit:,} "
         "bytes). Choose a shorter period.",
         "credit.done": "Request {ref} (job {job_id}, {price}) is marked credited. The ledger keeps the charge; "
-        "reports show it as credited. It no longer counts against this server's own caps; the host's limits still "
-        "count it.",
+        "reports show it as credited. It no longer counts against this server's own caps.",
+        "credit.done.host": "The host's limits still count it.",
         "credit.not_found": "No request `{reference}` was found in this server. Nothing was changed.",
         "credit.not_failed": "Request {ref} is {state}: only a failed, charged job can be marked credited. Nothing "
         "was changed.",
@@ -593,8 +593,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "settings.blocklist.title": "ブロックリスト（{count}語）",
         "settings.member.blocked": "{member} はこのサーバーで /video を使えなくなりました。支払い済みの動画は届けられます。",
         "settings.member.unblocked": "{member} はこのサーバーで再び /video を使えます。",
-        "settings.member.reset": "{member} の利用枠（このサーバー独自の上限）を今からリセットしました。運営者の上限は"
-        "今日・今月の利用をすべて数え続けます。",
+        "settings.member.reset": "{member} の利用枠（このサーバー独自の上限）を今からリセットしました。",
+        "settings.member.reset.host": "運営者の上限は今日・今月の利用をすべて数え続けます。",
         "settings.models.unknown": "カタログにモデル `{model}` はありません。",
         "settings.timezone.invalid": "`{zone}` はタイムゾーンではありません。Asia/Tokyo のような名前を使ってください。",
         "settings.timezone.host": "このサーバー独自の上限とレポートはこのタイムゾーンで数えます。運営者の上限は引き続き"
@@ -752,7 +752,8 @@ CATALOGUE: Final[dict[str, dict[str, str]]] = {
         "usage.csv.too_big": "CSV（{size:,}バイト）は、ここでDiscordが添付を許す大きさ（{limit:,}バイト）を超えています。"
         "短い期間を選んでください。",
         "credit.done": "リクエスト {ref}（ジョブ {job_id}、{price}）を返金済みにしました。課金の記録はそのまま残り、"
-        "集計では返金済みと表示されます。このサーバー独自の上限には数えなくなりますが、運営者の上限には引き続き数えます。",
+        "集計では返金済みと表示されます。このサーバー独自の上限には数えなくなります。",
+        "credit.done.host": "運営者の上限には引き続き数えます。",
         "credit.not_found": "このサーバーにリクエスト `{reference}` は見つかりません。何も変更していません。",
         "credit.not_failed": "リクエスト {ref} は「{state}」です。返金済みにできるのは、失敗して課金されたジョブだけです。"
         "何も変更していません。",

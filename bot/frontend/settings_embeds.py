@@ -103,6 +103,14 @@ def settings_embed(server: ServerSettings, changes: list[Event], locale: str,
     return fit_embed(embed)
 
 
+def quota_reset_text(member_id: int, locale: str, *, host_caps: bool) -> str:
+    """A member's quota reset; `host_caps`: the host caps spending, and those caps are not reset."""
+    text = t(locale, "settings.member.reset", member=f"<@{member_id}>")
+    if host_caps:
+        text += " " + t(locale, "settings.member.reset.host")
+    return fit_content(text)
+
+
 def host_zone_note(host_zone: str, locale: str) -> str:
     """That the host's caps keep the host's calendar, whatever time zone the server chose."""
     return t(locale, "settings.host.show.zone", zone=plain(host_zone, _VALUE_CHARS))
@@ -130,10 +138,11 @@ def changes_text(changes: list[Change], locale: str) -> str:
     return fit_content(t(locale, "settings.changed") + "\n" + "\n".join(lines))
 
 
-def timezone_changed_text(changes: list[Change], zone: str, host_zone: str, locale: str) -> str:
-    """A time zone change; a zone other than the host's says that the host's caps keep the host's calendar."""
+def timezone_changed_text(changes: list[Change], zone: str, host_zone: str | None, locale: str) -> str:
+    """A time zone change; a zone other than the host's says that the host's caps keep the host's calendar
+    (`host_zone`: None when the host caps no spending)."""
     text = changes_text(changes, locale)
-    if zone != host_zone:
+    if host_zone is not None and zone != host_zone:
         text += "\n" + t(locale, "settings.timezone.host", zone=plain(host_zone, _VALUE_CHARS))
     return fit_content(text)
 

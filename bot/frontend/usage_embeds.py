@@ -100,9 +100,13 @@ def csv_too_big_text(size: int, limit: int, locale: str) -> str:
     return fit_content(t(locale, "usage.csv.too_big", size=size, limit=limit))
 
 
-def credited_text(job: Job, locale: str) -> str:
-    return fit_content(t(locale, "credit.done", ref=job.reference, job_id=code(job.service_job_id or "—"),
-                         price=yen(job.charged_yen, locale)))
+def credited_text(job: Job, locale: str, *, host_caps: bool) -> str:
+    """The credit done; `host_caps`: the host caps spending, and those caps still count the charge."""
+    text = t(locale, "credit.done", ref=job.reference, job_id=code(job.service_job_id or "—"),
+             price=yen(job.charged_yen, locale))
+    if host_caps:
+        text += " " + t(locale, "credit.done.host")
+    return fit_content(text)
 
 
 def credit_refused_text(code_: CreditRefusal, job: Job | None, reference: str, locale: str) -> str:

@@ -329,15 +329,46 @@ async def test_the_hosts_caps_count_in_the_hosts_time_zone_whatever_a_server_set
     assert "the bot's host" in en and "¥0 of ¥250 left" in en
     assert "運営者" in embeds.refusal_text(refused.value, "ja")
 
-    # A server's own cap counts in the server's own days (UTC+5 here), beside the host's.
+    # A server's own cap counts in the server's own days (UTC+5 here), beside the host's (looser here).
     clock.now = tokyo_midnight + 60
-    await requests.rules.change(10, 900, {"guild_daily_cap_yen": 250})
+    requests, own = await make_requests(tmp_path / "own", sim_client, clock, GUILD_DAILY_BUDGET_YEN="500")
+    await requests.rules.change(10, 900, {"timezone": "Etc/GMT-5", "guild_daily_cap_yen": 250})
     await requests.submit(request())
     with pytest.raises(AdmissionRefused) as refused:
         await requests.submit(request(user_id=2))
     assert refused.value.code == "guild_daily_cap"
     assert refused.value.retry_at == datetime(2026, 11, 23, tzinfo=ZoneInfo("Etc/GMT-5")).timestamp()
     await store.close()
+    await own.close()
+
+
+async def test_when_a_servers_cap_and_the_hosts_are_both_spent_the_refusal_names_the_one_that_lasts_longer(
+    tmp_path: Path, sim_client: VideoServiceClient, simulator: VideoServiceSimulator
+) -> None:
+    """The member can spend again only once both have reset: the refusal says when that is."""
+    tokyo = ZoneInfo("Asia/Tokyo")
+    clock = Clock(datetime(2026, 11, 21, 12, 0, tzinfo=tokyo).timestamp())
+    requests, store = await make_requests(tmp_path, sim_client, clock, MEMBER_MONTHLY_BUDGET_YEN="250",
+                                          BUDGET_TIMEZONE="Asia/Tokyo")
+    await requests.rules.change(10, 900, {"timezone": "Asia/Tokyo", "member_daily_cap_yen": 250})
+    await requests.submit(request())
+    with pytest.raises(AdmissionRefused) as refused:
+        await requests.submit(request())
+    # The server's day ends tonight, the host's month on 1 December: the month is the answer.
+    assert refused.value.code == "host_member_monthly_cap"
+    assert refused.value.retry_at == datetime(2026, 12, 1, tzinfo=tokyo).timestamp()
+
+    # The other way round: the server's month outlasts the host's day.
+    requests, store2 = await make_requests(tmp_path / "other", sim_client, clock, MEMBER_DAILY_BUDGET_YEN="250",
+                                           BUDGET_TIMEZONE="Asia/Tokyo")
+    await requests.rules.change(10, 900, {"timezone": "Asia/Tokyo", "member_monthly_cap_yen": 250})
+    await requests.submit(request())
+    with pytest.raises(AdmissionRefused) as refused:
+        await requests.submit(request())
+    assert refused.value.code == "member_monthly_cap"
+    assert refused.value.retry_at == datetime(2026, 12, 1, tzinfo=tokyo).timestamp()
+    await store.close()
+    await store2.close()
 
 
 async def test_a_quota_reset_starts_the_servers_own_caps_afresh_never_the_hosts(

@@ -24,6 +24,7 @@ from bot.community.server_rules import (
     MAX_YEN,
     REROLL_BY,
     SETTING_KEYS,
+    ServerRules,
 )
 from bot.core.discord_limits import CHOICE_NAME, CHOICES, EMBED_DESCRIPTION
 from bot.frontend import settings_embeds
@@ -49,6 +50,11 @@ def _guild(interaction: Interaction) -> int:
     return interaction.guild_id
 
 
+def _host_zone(rules: ServerRules) -> str | None:
+    """The host's time zone, in which the host's caps count; None when the host caps no spending."""
+    return rules.defaults.timezone if rules.host_caps_spending else None
+
+
 def _cap(value: int | None) -> int | None:
     """0 removes a cap: the admin's way to say "no limit" in a number option (refused where the host sets one)."""
     return value or None
@@ -72,7 +78,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
         changes = await rules.store.recent_events(_guild(interaction), "setting", limit=5)
         ceilings = {key: rules.ceiling(key) for key in CEILING_KEYS}
         await respond(interaction, embed=settings_embeds.settings_embed(
-            server, changes, interaction.locale.value, ceilings, host_zone=rules.defaults.timezone))
+            server, changes, interaction.locale.value, ceilings, host_zone=_host_zone(rules)))
 
     @app_commands.command(name="limits", description=described("cmd.settings.limits"))
     @app_commands.describe(
@@ -209,11 +215,12 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
         guild_id = _guild(interaction)
         if action.value == "reset_quota":
             await store.set_member(guild_id, member.id, interaction.user.id, reset_quota=True)
-            key = "settings.member.reset"
-        else:
-            blocked = action.value == "block"
-            await store.set_member(guild_id, member.id, interaction.user.id, blocked=blocked)
-            key = "settings.member.blocked" if blocked else "settings.member.unblocked"
+            await respond(interaction, settings_embeds.quota_reset_text(
+                member.id, interaction.locale.value, host_caps=self.bot.requests.rules.host_caps_spending))
+            return
+        blocked = action.value == "block"
+        await store.set_member(guild_id, member.id, interaction.user.id, blocked=blocked)
+        key = "settings.member.blocked" if blocked else "settings.member.unblocked"
         await respond(interaction, t(interaction.locale.value, key, member=f"<@{member.id}>"))
 
     @app_commands.command(name="models", description=described("cmd.settings.models"))
@@ -271,7 +278,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description=de
         rules = self.bot.requests.rules
         changes = await rules.change(_guild(interaction), interaction.user.id, {"timezone": zone})
         await respond(interaction, settings_embeds.timezone_changed_text(
-            changes, zone, rules.defaults.timezone, interaction.locale.value))
+            changes, zone, _host_zone(rules), interaction.locale.value))
 
     @timezone.autocomplete("zone")
     async def zone_autocomplete(self, interaction: Interaction, current: str) -> list[app_commands.Choice[str]]:

@@ -87,7 +87,8 @@ class UsageCog(commands.Cog):
             return
         log.info("request %s (job %s, %d yen) marked credited by user %s", credited.reference,
                  credited.service_job_id, credited.charged_yen, interaction.user.id)
-        await respond(interaction, usage_embeds.credited_text(credited, locale))
+        await respond(interaction, usage_embeds.credited_text(
+            credited, locale, host_caps=self.bot.requests.rules.host_caps_spending))
 
 
 async def setup(bot: VideoBot) -> None:

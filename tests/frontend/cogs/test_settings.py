@@ -83,9 +83,26 @@ async def test_show_and_the_time_zone_say_that_the_hosts_caps_keep_the_hosts_cal
     assert "運営者の上限はAsia/Tokyoの日・月で数えます" in japanese
 
 
+RESET_QUOTA = discord.app_commands.Choice(name="reset_quota", value="reset_quota")
+
+
 async def test_a_quota_reset_says_the_hosts_limits_still_count(strict: Stack) -> None:
-    member = discord.Object(id=555)
-    answered = await settings(strict, "member", action=discord.app_commands.Choice(name="reset_quota",
-                                                                                    value="reset_quota"),
-                              member=member)
+    answered = await settings(strict, "member", action=RESET_QUOTA, member=discord.Object(id=555))
     assert "this server's own caps" in answered and "The host's limits still count" in answered
+    japanese = await settings(strict, "member", discord.Locale.japanese, action=RESET_QUOTA,
+                              member=discord.Object(id=555))
+    assert "運営者の上限" in japanese
+
+
+async def test_where_the_host_set_no_caps_the_replies_do_not_speak_of_the_hosts_limits(
+    simulator: VideoServiceSimulator, tmp_path: Path
+) -> None:
+    """A cooldown or a jobs-in-flight limit is no spending cap: nothing of the host's counts spending here."""
+    async with open_stack(simulator, SIM_KEY, tmp_path, VIDEO_COOLDOWN_SECONDS="60") as open_host:
+        for locale in (discord.Locale.american_english, discord.Locale.japanese):
+            answered = await settings(open_host, "member", locale, action=RESET_QUOTA, member=discord.Object(id=555))
+            assert "<@555>" in answered and "host" not in answered and "運営者" not in answered
+            changed = await settings(open_host, "timezone", locale, zone="America/New_York")
+            assert "host" not in changed and "運営者" not in changed
+            shown = await settings(open_host, "show", locale)
+            assert "count days and months in" not in shown and "日・月で数えます" not in shown

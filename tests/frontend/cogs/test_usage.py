@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 from typing import Any
 
 import discord
 import pytest
 
 from bot.frontend.cogs.usage import UsageCog
+from bot.simulator import VideoServiceSimulator
 from bot.store.jobs import Job, JobState
+from tests.conftest import SIM_KEY
 from tests.frontend.cogs.helpers import GUILD_ID as GUILD
 from tests.frontend.cogs.helpers import (
     OTHER_GUILD_ID,
@@ -20,6 +23,7 @@ from tests.frontend.cogs.helpers import (
     Stack,
     embed_fields,
     invoke,
+    open_stack,
     stored_job,
 )
 
@@ -194,9 +198,9 @@ async def test_an_admin_credits_a_failed_job_once(stack: Stack, cog: UsageCog) -
 
     reply = await credit(stack, cog, failed.reference)
 
+    # The host set no spending caps here: nothing of the host's counts it.
     assert reply.content == f"Request {failed.reference} (job `vid_failed_mine`, ¥250) is marked credited. The " \
-        "ledger keeps the charge; reports show it as credited. It no longer counts against this server's own " \
-        "caps; the host's limits still count it."
+        "ledger keeps the charge; reports show it as credited. It no longer counts against this server's own caps."
     stored = await stack.store.get(failed.id)
     assert stored.credited_by == ADMIN_ID and stored.credited_at is not None
     again = await credit(stack, cog, "vid_failed_mine", user_id=ADMIN_ID + 1)
@@ -234,3 +238,14 @@ async def test_what_cannot_be_credited_is_refused_and_says_why(stack: Stack, cog
         assert missing.content == f"No request `{reference}` was found in this server. Nothing was changed."
     assert (await stack.store.get(jobs["elsewhere"].id)).credited_at is None
     assert (await stack.store.get(jobs["mine_delivered"].id)).credited_at is None
+
+
+@pytest.mark.parametrize(("locale", "said"), [(discord.Locale.american_english, "The host's limits still count it."),
+                                              (discord.Locale.japanese, "運営者の上限には引き続き数えます。")])
+async def test_a_credit_where_the_host_set_caps_says_the_hosts_limits_still_count_it(
+    simulator: VideoServiceSimulator, tmp_path: Path, locale: discord.Locale, said: str
+) -> None:
+    async with open_stack(simulator, SIM_KEY, tmp_path, MEMBER_MONTHLY_BUDGET_YEN="5000") as capped:
+        failed = await stored_job(capped.store, S.FAILED, service_job_id="vid_failed_mine")
+        reply = await credit(capped, UsageCog(capped.bot), failed.reference, locale=locale)
+    assert reply.content is not None and reply.content.endswith(said)
