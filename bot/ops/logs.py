@@ -148,12 +148,7 @@ class HeldLogs(_BotHandler):
 def hold_logs(level: str | int = logging.INFO) -> HeldLogs:
     """Hold every record until `setup_logging`, then `replay` them: nothing is written in a format not yet chosen."""
     held = HeldLogs()
-    root = logging.getLogger()
-    for old in [h for h in root.handlers if isinstance(h, _BotHandler)]:
-        root.removeHandler(old)
-        old.close()
-    root.addHandler(held)
-    root.setLevel(level)
+    _install(held, level)
     return held
 
 
@@ -166,10 +161,15 @@ def setup_logging(
 ) -> logging.Handler:
     """Send every logger's records to one handler on the root logger; calling it again replaces it."""
     handler = make_handler(log_format, stream=stream, secrets=secrets)
+    _install(handler, level)
+    return handler
+
+
+def _install(handler: logging.Handler, level: str | int) -> None:
+    """`handler` becomes the root logger's one handler of the bot's, replacing (and closing) the one before."""
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _BotHandler)]:
         root.removeHandler(old)
         old.close()
     root.addHandler(handler)
     root.setLevel(level)
-    return handler
